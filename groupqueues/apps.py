@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class GroupQueuesConfig(AppConfig):
+    """Shared queue collections owned by groups, with competing consumers."""
+
+    name = "groupqueues"
+    verbose_name = "Group queues"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class PrincipalsConfig(AppConfig):
+    """Groups, apps, memberships, API tokens and the capability check."""
+
+    name = "principals"
+    verbose_name = "Groups, apps and access"
+    default_auto_field = "django.db.models.BigAutoField"

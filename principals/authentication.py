@@ -1,0 +1,91 @@
+"""DRF authentication for ``Authorization: Bearer <secret>`` and the request's principal."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from principals.authz import Principal
+from principals.models import ApiToken, App
+from principals.tokens import hash_secret
+
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+class AppIdentity:
+    """``request.user`` for a request made with an app token (acts as the app)."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, app: App):
+        self.app = app
+
+    def __str__(self) -> str:
+        return f"app:{self.app.slug}"
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """Accepts ``Authorization: Bearer <secret>``; unknown, expired or revoked
+    tokens (and tokens of inactive users) are refused with 401."""
+
+    keyword = "bearer"
+
+    def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Invalid Authorization header.")
+        try:
+            secret = header[1].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise exceptions.AuthenticationFailed("Invalid token.") from exc
+        return self.authenticate_secret(secret)
+
+    def authenticate_secret(self, secret: str) -> tuple[Any, ApiToken]:
+        token = (
+            ApiToken.objects.select_related("user", "app__group")
+            .filter(secret_hash=hash_secret(secret))
+            .first()
+        )
+        now = timezone.now()
+        if token is None or token.revoked or (token.expires_at and token.expires_at <= now):
+            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+        if token.user is not None and not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+        _touch(token, now)
+        user = token.user if token.user is not None else AppIdentity(token.app)  # type: ignore[arg-type]
+        return user, token
+
+    def authenticate_header(self, request: Any) -> str:
+        return 'Bearer realm="api"'
+
+
+def _touch(token: ApiToken, now: Any) -> None:
+    """Record last use, at most once a minute per token (a conditional UPDATE)."""
+    if token.last_used_at is None or token.last_used_at < now - LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+
+
+def principal_of(request: Any) -> Principal:
+    """The acting principal of a DRF request (cached on the request)."""
+    cached = getattr(request, "_principal", None)
+    if cached is not None:
+        return cached
+    auth = getattr(request, "auth", None)
+    principal = (
+        Principal.for_token(auth)
+        if isinstance(auth, ApiToken)
+        else Principal.for_user(request.user)
+    )
+    request._principal = principal
+    return principal

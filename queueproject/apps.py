@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class QueueProjectConfig(AppConfig):
+    """The project package is also an app: it holds project-wide commands (seed_demo)."""
+
+    name = "queueproject"
+    verbose_name = "Durable queues"

@@ -1,0 +1,34 @@
+"""Typed product settings with their defaults, in one place.
+
+Each value is read from ``django.conf.settings`` (so ``override_settings`` works in
+tests) and falls back to the default here. ``settings.py`` fills the Django
+settings from the environment.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings as dj
+
+
+@dataclass(frozen=True)
+class ProductSettings:
+    api_max_body_bytes: int
+    json_max_depth: int
+    session_max_per_session: int
+    session_auto_merge_default: bool
+    session_manual_merge_enabled: bool
+    worker_poll_interval: float
+    listen_notify_enabled: bool
+
+
+def product_settings() -> ProductSettings:
+    """The current product settings (cheap; read on every call)."""
+    return ProductSettings(
+        api_max_body_bytes=getattr(dj, "DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024),
+        json_max_depth=getattr(dj, "API_JSON_MAX_DEPTH", 64),
+        session_max_per_session=getattr(dj, "SESSIONQUEUES_MAX_PER_SESSION", 10),
+        session_auto_merge_default=getattr(dj, "SESSIONQUEUES_AUTO_MERGE", True),
+        session_manual_merge_enabled=getattr(dj, "SESSIONQUEUES_MANUAL_MERGE", True),
+        worker_poll_interval=getattr(dj, "QUEUE_WORKER_POLL_INTERVAL", 0.5),
+        listen_notify_enabled=getattr(dj, "QUEUE_LISTEN_NOTIFY", True),
+    )

@@ -1,0 +1,31 @@
+"""OpenAPI pieces shared by every API view: the error envelope and its responses."""
+
+from drf_spectacular.utils import OpenApiResponse, inline_serializer
+from rest_framework import serializers
+
+ErrorSerializer = inline_serializer(
+    name="Error",
+    fields={
+        "error": inline_serializer(
+            name="ErrorBody",
+            fields={
+                "code": serializers.CharField(),
+                "message": serializers.CharField(),
+                "details": serializers.DictField(),
+            },
+        )
+    },
+)
+
+
+def error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(response=ErrorSerializer, description=description)
+
+
+ERROR_RESPONSES = {
+    400: error("invalid: bad input (details per field), malformed or too deep JSON"),
+    401: error("not_authenticated: missing, unknown, expired or revoked credentials"),
+    403: error("permission_denied: visible but not allowed"),
+    404: error("not_found / collection_not_found"),
+    429: error("throttled (Retry-After) / queue_full"),
+}

@@ -1,0 +1,19 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from queueproject.exceptions import api_not_found
+
+handler404 = "queueproject.exceptions.page_not_found"
+handler500 = "queueproject.exceptions.server_error"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("api/", include("principals.urls")),
+    path("api/", include("groupqueues.urls")),
+    path("api/", include("sessionqueues.urls")),
+    # Anything else under /api/ is the JSON 404 envelope (also with DEBUG on).
+    re_path(r"^api/", api_not_found),
+]

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Run the product on the SQLite default: venv, migrations, demo data, an admin
+# login, then the web server and one worker together (Ctrl-C stops both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+PY=.venv/bin/python
+export DEBUG="${DEBUG:-1}"
+PORT="${PORT:-8000}"
+"$PY" manage.py migrate --noinput
+"$PY" manage.py ensure_admin
+"$PY" manage.py seed_demo
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+"$PY" manage.py runserver "0.0.0.0:$PORT" &
+pids+=($!)
+if "$PY" manage.py help queue_worker >/dev/null 2>&1; then
+  "$PY" manage.py queue_worker &
+  pids+=($!)
+fi
+echo "== web:   http://127.0.0.1:$PORT/admin/   http://127.0.0.1:$PORT/api/docs/"
+echo "== Ctrl-C stops the web server and the worker"
+wait -n

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class SessionQueuesConfig(AppConfig):
+    """Per-session ordered prompt queues for interactive agent sessions."""
+
+    name = "sessionqueues"
+    verbose_name = "Session queues"
+    default_auto_field = "django.db.models.BigAutoField"

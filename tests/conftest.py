@@ -1,0 +1,85 @@
+"""Shared fixtures: API clients, principals, and the environment for subprocesses."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from tests.factories import AppFactory, GroupFactory, make_token
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.postgres`` tests run in the PostgreSQL pass only."""
+    if item.get_closest_marker("postgres") and not is_postgres():
+        pytest.skip("needs PostgreSQL (runs in the PostgreSQL pass of the test command)")
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a ``manage.py`` subprocess that talks to the test database."""
+    settings = connection.settings_dict
+    env = dict(os.environ)
+    if connection.vendor == "postgresql":
+        user = settings.get("USER") or "postgres"
+        host = settings.get("HOST") or "127.0.0.1"
+        port = settings.get("PORT") or 5432
+        password = settings.get("PASSWORD") or ""
+        auth = f"{user}:{password}@" if password else f"{user}@"
+        env["DATABASE_URL"] = f"postgresql://{auth}{host}:{port}/{settings['NAME']}"
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{settings['NAME']}"
+    env["DJANGO_SETTINGS_MODULE"] = "queueproject.settings_test"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def manage_cmd(*args: str) -> list[str]:
+    return [sys.executable, str(ROOT / "manage.py"), *args]
+
+
+@pytest.fixture
+def api() -> APIClient:
+    return APIClient()
+
+
+def bearer(secret: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def tree(db):
+    """root -> child -> grandchild, a sibling of child, and an app in each leaf."""
+    root = GroupFactory(slug="root")
+    child = GroupFactory(slug="child", parent=root)
+    grandchild = GroupFactory(slug="grandchild", parent=child)
+    sibling = GroupFactory(slug="sibling", parent=root)
+    return {
+        "root": root,
+        "child": child,
+        "grandchild": grandchild,
+        "sibling": sibling,
+        "app_child": AppFactory(slug="app-child", group=child),
+        "app_grandchild": AppFactory(slug="app-grandchild", group=grandchild),
+        "app_sibling": AppFactory(slug="app-sibling", group=sibling),
+    }
+
+
+@pytest.fixture
+def app_token():
+    def _make(app, *scopes: str):
+        return make_token(app=app, scopes=list(scopes))
+
+    return _make
