@@ -83,3 +83,23 @@ def app_token():
         return make_token(app=app, scopes=list(scopes))
 
     return _make
+
+
+@pytest.fixture(autouse=True)
+def _real_clock():
+    """Every test starts and ends on real time."""
+    from queueproject import clock
+
+    clock.reset()
+    yield
+    clock.reset()
+
+
+@pytest.fixture(autouse=True)
+def _stop_listener():
+    """Close the LISTEN connection a test may have opened (it would block
+    dropping the test database)."""
+    yield
+    from queueproject import notify
+
+    notify.shutdown()
