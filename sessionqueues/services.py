@@ -594,6 +594,24 @@ def reservation_reserve_for_delivery(
     return (_reserve(session, head) if head is not None else None), session.auto_run
 
 
+@transaction.atomic
+def reservation_reserve_for_agent(*, session_id: Any) -> QueuedMessage | None:
+    """The dispatcher's reserve: only while auto-run is ON and the agent is
+    ready, reserve the head for delivery and mark the agent busy in the same
+    transaction (the agent reports ready again; so does the dispatcher when
+    the delivery failed or the deliverer says the agent can take more).
+    None when paused, busy or empty."""
+    session = _lock(session_id)
+    if not (session.auto_run and session.agent_ready):
+        return None
+    head = _head(session)
+    if head is None:
+        return None
+    session.agent_ready = False
+    session.save(update_fields=["agent_ready"])
+    return _reserve(session, head)
+
+
 def _reserved_row(session: Session, reservation_id: Any) -> QueuedMessage:
     try:
         row = positions.rows(session).filter(reservation_id=reservation_id).first()
