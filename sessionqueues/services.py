@@ -316,9 +316,16 @@ def _can_fold(target: QueuedMessage | None, entry: NewEntry) -> bool:
     )
 
 
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
 def _union_references(first: Any, second: Any) -> list[Any]:
+    """Both reference lists, each reference once, in order, capped."""
     merged: list[Any] = []
-    for ref in [*(first or []), *(second or [])]:
+    for ref in [*_as_list(first), *_as_list(second)]:
         if ref not in merged:
             merged.append(ref)
     return merged[:MAX_REFERENCES]

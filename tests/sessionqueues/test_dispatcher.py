@@ -225,3 +225,37 @@ def test_session_dispatch__stops_cleanly_on_sigterm(ready_session):
             process.kill()
     assert process.returncode == 0, err
     assert "delivered=0" in out
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_dispatcher__wakes_on_notify_within_1s(ready_session):
+    import time
+
+    from django.db import connection
+
+    delivered_at: list[float] = []
+
+    def record(delivery: Any) -> bool:
+        delivered_at.append(time.monotonic())
+        return True
+
+    deliverer("test-wake")(record)
+    dispatcher = Dispatcher(
+        deliverer_name="test-wake", session_id=ready_session.pk, max_deliveries=1
+    )
+
+    def run() -> None:
+        try:
+            dispatcher.run()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(1.0)  # idle: on PostgreSQL it now sleeps on LISTEN (up to 5 s)
+    queued_at = time.monotonic()
+    put(ready_session, "wake up")
+    thread.join(15)
+    assert not thread.is_alive()
+    assert delivered_at and delivered_at[0] - queued_at < 1.0
