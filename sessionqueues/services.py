@@ -96,9 +96,11 @@ class LifecycleResult:
 
 def _lock(session_id: Any, identity: SessionIdentity | None = None) -> Session:
     """Lock and return the session's lock row; the caller is in a transaction.
+    ``FOR NO KEY UPDATE``: it serialises writers of this session without
+    blocking foreign-key checks of rows inserted elsewhere.
     Raises SessionQueueNotFound, SessionIdentityMismatch."""
     try:
-        session = Session.objects.select_for_update().get(pk=session_id)
+        session = Session.objects.select_for_update(no_key=True).get(pk=session_id)
     except (Session.DoesNotExist, ValidationError, ValueError) as exc:
         raise err.SessionQueueNotFound("No such session.") from exc
     if identity is not None and (
@@ -165,7 +167,7 @@ def task_archive(*, task_id: Any) -> Task:
 
 def _lock_task(task_id: Any) -> Task:
     try:
-        return Task.objects.select_for_update().get(pk=task_id)
+        return Task.objects.select_for_update(no_key=True).get(pk=task_id)
     except (Task.DoesNotExist, ValidationError, ValueError) as exc:
         raise err.SessionQueueNotFound("No such task.") from exc
 
@@ -177,7 +179,9 @@ def task_purge(*, task_id: Any) -> tuple[int, int]:
     are then refused) and each session's. Locks the sessions (in id order, as
     every multi-session operation does) and then the task. Returns (removed,
     new generation)."""
-    sessions = list(Session.objects.select_for_update().filter(task_id=task_id).order_by("pk"))
+    sessions = list(
+        Session.objects.select_for_update(no_key=True).filter(task_id=task_id).order_by("pk")
+    )
     task = _lock_task(task_id)
     _, counts = QueuedMessage.objects.filter(task=task).delete()
     SendNowClaim.objects.filter(session__task=task).delete()
@@ -468,7 +472,7 @@ def message_lifecycle_upsert(
         session = _lock(session_id, identity)
     except err.SessionQueueNotFound:
         return LifecycleResult(accepted=False)
-    task = Task.objects.select_for_update().get(pk=session.task_id)
+    task = Task.objects.select_for_update(no_key=True).get(pk=session.task_id)
     if task.archived or task.generation != generation:
         return LifecycleResult(accepted=False)
     entry.durable = True

@@ -207,13 +207,12 @@ def _is_new(admission: services.Admission) -> bool:
 
 
 def _admission_data(admission: services.Admission) -> dict[str, Any]:
-    entry = admission.entry
-    entry.merged, entry.appended, entry.replaced = (  # type: ignore[attr-defined]
-        admission.merged,
-        admission.appended,
-        admission.replaced,
-    )
-    return s.AdmissionSerializer(entry).data
+    return {
+        **s.MessageSerializer(admission.entry).data,
+        "merged": admission.merged,
+        "appended": admission.appended,
+        "replaced": admission.replaced,
+    }
 
 
 class MessageDetailView(SessionView):
@@ -427,8 +426,7 @@ class ReservationReleaseView(SessionView):
             reservation_id=reservation_id,
             identity=self.identity(request, session),
         )
-        row.released = released  # type: ignore[attr-defined]
-        return Response(s.ReleaseSerializer(row).data)
+        return Response({**s.MessageSerializer(row).data, "released": released})
 
 
 # --- transfer and pending move ----------------------------------------------
