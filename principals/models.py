@@ -102,6 +102,10 @@ class App(models.Model):
     slug = models.SlugField(max_length=64, unique=True, validators=[SLUG_VALIDATOR])
     name = models.CharField(max_length=200)
     group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="apps")
+    # The app's HTTP endpoint for deliveries (session prompts, queue messages),
+    # signed with HMAC-SHA256 under webhook_secret (see queueproject.webhooks).
+    webhook_url = models.URLField(max_length=500, blank=True)
+    webhook_secret = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

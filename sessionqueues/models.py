@@ -1,0 +1,183 @@
+"""Session queues (SPEC §3): tasks, their sessions, and each session's ordered
+queue of prompts, plus pending workflow moves and send-now claims.
+
+The Session row is the per-session lock row: every write to a session's queue
+locks it first (``select_for_update`` on PostgreSQL; SQLite's IMMEDIATE write
+transactions serialise writers anyway), so caps, positions and reservations
+hold under concurrency.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from django.db import models
+
+from principals.models import App
+
+RESERVED_OWNERS = frozenset({"agent", "workflow", "server"})
+PENDING_MOVE_STALE_AFTER = timedelta(hours=24)
+
+
+def _empty_list() -> list[Any]:
+    return []
+
+
+def _empty_dict() -> dict[str, Any]:
+    return {}
+
+
+class Task(models.Model):
+    """A unit of work of an app; sessions belong to it. ``generation`` is bumped by
+    every purge so stale lifecycle retries of an older generation are refused."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="tasks")
+    title = models.CharField(max_length=200, blank=True)
+    archived = models.BooleanField(default=False)
+    generation = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints: ClassVar = [
+            models.CheckConstraint(condition=models.Q(generation__gte=0), name="task_gen_gte_0"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.pk)
+
+
+class Session(models.Model):
+    """An agent session of a task and its queue's policy; also the queue's lock row.
+
+    (task, id, incarnation_id) is the session identity; ``generation`` is bumped
+    by every destructive mutation (delete, merge, purge, transfer, replace) and
+    fences send-now restores. ``auto_merge`` None inherits the global setting.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="sessions")
+    incarnation_id = models.UUIDField(default=uuid.uuid4)
+    auto_run = models.BooleanField(default=True)
+    auto_merge = models.BooleanField(null=True, blank=True, default=None)
+    auto_merge_revision = models.BigIntegerField(default=0)
+    generation = models.BigIntegerField(default=0)
+    agent_ready = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes: ClassVar = [
+            models.Index(
+                fields=["agent_ready"],
+                name="session_dispatchable",
+                condition=models.Q(auto_run=True, agent_ready=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.pk)
+
+
+class QueuedMessageQuerySet(models.QuerySet["QueuedMessage"]):
+    def visible(self) -> QueuedMessageQuerySet:
+        """Entries not reserved in flight (what listings, counts and edits see)."""
+        return self.filter(reservation_id__isnull=True)
+
+    def reserved(self) -> QueuedMessageQuerySet:
+        return self.filter(reservation_id__isnull=False)
+
+    def in_order(self) -> QueuedMessageQuerySet:
+        return self.order_by("position")
+
+
+class QueuedMessage(models.Model):
+    """One queued prompt. Lower ``position`` is nearer the head; positions are
+    positive and unique per session. A reserved entry (``reservation_id`` set) is
+    in flight: invisible to listings, counts, edits, reorder and merge."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    content = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    plan_mode = models.BooleanField(default=False)
+    attachments = models.JSONField(default=_empty_list, blank=True)
+    metadata = models.JSONField(default=_empty_dict, blank=True)
+    queued_by = models.CharField(max_length=150)
+    queued_at = models.DateTimeField()
+    coalesce_key = models.CharField(max_length=200, blank=True)
+    durable = models.BooleanField(default=False)
+    lifecycle_generation = models.BigIntegerField(null=True, blank=True)
+    reservation_id = models.UUIDField(null=True, blank=True)
+    reservation_owner = models.UUIDField(null=True, blank=True)
+    reserved_at = models.DateTimeField(null=True, blank=True)
+    delivery_attempted = models.BooleanField(default=False)
+
+    objects: ClassVar[QueuedMessageQuerySet] = QueuedMessageQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        ordering = ["session_id", "position"]
+        constraints: ClassVar = [
+            models.CheckConstraint(condition=models.Q(position__gt=0), name="qm_position_gt_0"),
+            models.UniqueConstraint(fields=["session", "position"], name="qm_session_position"),
+        ]
+        indexes: ClassVar = [
+            models.Index(fields=["reservation_id"], name="qm_reservation"),
+            models.Index(fields=["task", "session"], name="qm_task_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.position} {self.content[:40]}"
+
+    @property
+    def reserved(self) -> bool:
+        return self.reservation_id is not None
+
+
+class PendingMove(models.Model):
+    """The deferred workflow move of a session (at most one); stale after 24 h."""
+
+    session = models.OneToOneField(
+        Session, primary_key=True, on_delete=models.CASCADE, related_name="pending_move"
+    )
+    move_id = models.CharField(max_length=200)
+    workflow_id = models.CharField(max_length=200, blank=True)
+    workflow_step_id = models.CharField(max_length=200, blank=True)
+    actor = models.CharField(max_length=200, blank=True)
+    queued_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"move {self.move_id} of {self.session_id}"
+
+    def is_stale(self, now: Any) -> bool:
+        return self.queued_at <= now - PENDING_MOVE_STALE_AFTER
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "session_id": str(self.session_id),
+            "move_id": self.move_id,
+            "workflow_id": self.workflow_id,
+            "workflow_step_id": self.workflow_step_id,
+            "actor": self.actor,
+            "queued_at": self.queued_at.isoformat(),
+        }
+
+
+class SendNowClaim(models.Model):
+    """An open send-now claim: the exact claimed sources (snapshots in queue
+    order) and the session generation at claim time, so restore and acknowledge
+    work across requests and are refused after a destructive change."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="send_now_claims")
+    generation = models.BigIntegerField()
+    sources = models.JSONField(default=_empty_list)
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"send-now {self.pk}"

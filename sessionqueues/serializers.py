@@ -1,0 +1,260 @@
+"""Request validation and response shapes of the session queue API (no logic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
+from sessionqueues.services import MAX_ATTACHMENTS
+
+MAX_CONTENT = 100_000
+
+
+# --- responses --------------------------------------------------------------
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    reserved = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = QueuedMessage
+        fields = [
+            "id",
+            "session",
+            "task",
+            "position",
+            "content",
+            "model",
+            "plan_mode",
+            "attachments",
+            "metadata",
+            "queued_by",
+            "queued_at",
+            "coalesce_key",
+            "durable",
+            "reserved",
+            "delivery_attempted",
+        ]
+        read_only_fields = fields
+
+
+class AdmissionSerializer(MessageSerializer):
+    merged = serializers.BooleanField(read_only=True)
+    appended = serializers.BooleanField(read_only=True)
+    replaced = serializers.BooleanField(read_only=True)
+
+    class Meta(MessageSerializer.Meta):
+        fields = [*MessageSerializer.Meta.fields, "merged", "appended", "replaced"]
+        read_only_fields = fields
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    auto_merge_override = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Session
+        fields = [
+            "id",
+            "task",
+            "incarnation_id",
+            "auto_run",
+            "auto_merge_override",
+            "agent_ready",
+            "generation",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_auto_merge_override(self, obj: Session) -> dict[str, Any] | None:
+        if obj.auto_merge is None:
+            return None
+        return {"enabled": obj.auto_merge, "revision": obj.auto_merge_revision}
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    app = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Task
+        fields = ["id", "app", "title", "archived", "generation", "created_at"]
+        read_only_fields = fields
+
+
+class TaskDetailSerializer(TaskSerializer):
+    sessions = SessionSerializer(many=True, read_only=True)
+
+    class Meta(TaskSerializer.Meta):
+        fields = [*TaskSerializer.Meta.fields, "sessions"]
+        read_only_fields = fields
+
+
+class QueueStatusSerializer(serializers.Serializer):
+    session = serializers.UUIDField(source="session.pk")
+    task = serializers.UUIDField(source="session.task_id")
+    incarnation_id = serializers.UUIDField(source="session.incarnation_id")
+    entries = MessageSerializer(many=True)
+    count = serializers.IntegerField()
+    reserved = serializers.IntegerField()
+    max = serializers.IntegerField()
+    auto_run = serializers.BooleanField(source="session.auto_run")
+    agent_ready = serializers.BooleanField(source="session.agent_ready")
+    merge_enabled = serializers.BooleanField()
+    auto_merge = serializers.BooleanField()
+    auto_merge_override = serializers.SerializerMethodField()
+    generation = serializers.IntegerField(source="session.generation")
+    task_generation = serializers.IntegerField()
+
+    def get_auto_merge_override(self, obj: Any) -> dict[str, Any] | None:
+        return SessionSerializer().get_auto_merge_override(obj.session)
+
+
+class PendingMoveSerializer(serializers.ModelSerializer):
+    stale = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PendingMove
+        fields = ["move_id", "workflow_id", "workflow_step_id", "actor", "queued_at", "stale"]
+        read_only_fields = fields
+
+    def get_stale(self, obj: PendingMove) -> bool:
+        return obj.is_stale(self.context["now"])
+
+
+class ReservationSerializer(serializers.Serializer):
+    reservation_id = serializers.UUIDField()
+    message = MessageSerializer()
+
+
+class ReleaseSerializer(MessageSerializer):
+    released = serializers.BooleanField(read_only=True)
+
+    class Meta(MessageSerializer.Meta):
+        fields = [*MessageSerializer.Meta.fields, "released"]
+        read_only_fields = fields
+
+
+class DispatchSerializer(serializers.Serializer):
+    content = serializers.CharField()
+    model = serializers.CharField(allow_blank=True)
+    plan_mode = serializers.BooleanField()
+    attachments = serializers.ListField(child=serializers.DictField())
+    sources = serializers.ListField(child=serializers.UUIDField())
+
+
+class SendNowResultSerializer(serializers.Serializer):
+    claim_id = serializers.UUIDField()
+    dispatch = DispatchSerializer()
+
+
+class CountSerializer(serializers.Serializer):
+    removed = serializers.IntegerField()
+
+
+class PurgeResultSerializer(serializers.Serializer):
+    removed = serializers.IntegerField()
+    generation = serializers.IntegerField()
+
+
+# --- requests ---------------------------------------------------------------
+
+
+class TaskCreateSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+
+
+class AttachmentSerializer(serializers.Serializer):
+    type = serializers.CharField(max_length=50)
+    data = serializers.CharField(required=False, max_length=MAX_CONTENT, trim_whitespace=False)
+    reference = serializers.CharField(required=False, max_length=2000)
+    mime_type = serializers.CharField(required=False, max_length=200, allow_blank=True)
+    name = serializers.CharField(required=False, max_length=500, allow_blank=True)
+    size = serializers.IntegerField(required=False, min_value=0)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("data" in attrs) == ("reference" in attrs):
+            raise serializers.ValidationError("Give exactly one of data or reference.")
+        return attrs
+
+
+def _attachments_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=AttachmentSerializer(), required=False, max_length=MAX_ATTACHMENTS
+    )
+
+
+class MessageCreateSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False)
+    model = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+    plan_mode = serializers.BooleanField(required=False, default=False)
+    attachments = _attachments_field()
+    metadata = serializers.DictField(required=False, default=dict)
+    coalesce_key = serializers.CharField(max_length=200, required=False, default="")
+    append_to_tail = serializers.BooleanField(required=False, default=False)
+    queued_by = serializers.ChoiceField(
+        choices=["agent"],
+        required=False,
+        help_text='Only "agent", for app tokens with session:consume (needs '
+        "metadata.sender_task_id); otherwise queued_by is the authenticated principal.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("queued_by") == "agent" and not attrs["metadata"].get("sender_task_id"):
+            raise serializers.ValidationError(
+                {"metadata": ["sender_task_id is required when queued_by is agent."]}
+            )
+        if attrs["coalesce_key"] and attrs["append_to_tail"]:
+            raise serializers.ValidationError(
+                {"append_to_tail": ["Cannot be combined with coalesce_key."]}
+            )
+        return attrs
+
+
+class MessageUpdateSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
+    attachments = _attachments_field()
+    metadata = serializers.DictField(
+        required=False, help_text="Key updates; a null value removes that key."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError("Give content, attachments or metadata.")
+        return attrs
+
+
+class ReorderSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.UUIDField(), max_length=10_000)
+
+
+class SendNowEntrySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, allow_blank=True)
+
+
+class SendNowSerializer(serializers.Serializer):
+    entries = serializers.ListField(child=SendNowEntrySerializer(), max_length=1000)
+
+
+class AutoRunSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+
+
+class AutoMergeSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField(allow_null=True)
+
+
+class AgentReadySerializer(serializers.Serializer):
+    ready = serializers.BooleanField()
+
+
+class TransferSerializer(serializers.Serializer):
+    to_session = serializers.UUIDField()
+
+
+class PendingMoveInSerializer(serializers.Serializer):
+    move_id = serializers.CharField(max_length=200)
+    workflow_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    workflow_step_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    actor = serializers.CharField(max_length=200, required=False, allow_blank=True)

@@ -1,0 +1,489 @@
+"""Session queue REST API (SPEC §4). Views authorise with ``principals.permissions
+.require`` against the task's app, validate with serializers and call services;
+errors are domain exceptions mapped by the one exception handler."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from principals.authz import Capability, Principal
+from principals.permissions import require
+from principals.services import app_get
+from queueproject import clock
+from queueproject.schema import ERROR_RESPONSES, error
+from sessionqueues import exceptions as err
+from sessionqueues import selectors, services
+from sessionqueues import serializers as s
+from sessionqueues.models import Session, Task
+from sessionqueues.services import NewEntry, SendNowExpectation, SessionIdentity
+
+CONFLICT = {409: error("conflict: see the code (queue_full, queue_changed, claim_changed, …)")}
+ERRORS = {**ERROR_RESPONSES, **CONFLICT}
+INCARNATION_HEADER = "X-Session-Incarnation"
+INCARNATION = OpenApiParameter(
+    INCARNATION_HEADER,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="The session incarnation the caller knows; a stale one answers 409 "
+    "session_identity_mismatch.",
+)
+
+
+def _validated(serializer_class: type, data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class TaskView(APIView):
+    """Base: the task in the URL, authorised against its app."""
+
+    def task(self, request: Request, task_id: uuid.UUID, capability: Capability) -> Task:
+        task = selectors.task_get(task_id=task_id)
+        require(request, capability, task.app, not_found=err.SessionQueueNotFound)
+        return task
+
+
+class SessionView(APIView):
+    """Base: the session in the URL, authorised against its task's app, and the
+    optional identity header."""
+
+    def session(
+        self, request: Request, session_id: uuid.UUID, capability: Capability
+    ) -> tuple[Session, Principal]:
+        session = selectors.session_get(session_id=session_id)
+        principal = require(
+            request, capability, session.task.app, not_found=err.SessionQueueNotFound
+        )
+        return session, principal
+
+    def identity(self, request: Request, session: Session) -> SessionIdentity | None:
+        raw = request.headers.get(INCARNATION_HEADER)
+        if not raw:
+            return None
+        try:
+            incarnation = uuid.UUID(raw)
+        except ValueError as exc:
+            raise err.InvalidSessionInput(
+                details={INCARNATION_HEADER: ["Must be a UUID."]}
+            ) from exc
+        return SessionIdentity(session.task_id, session.pk, incarnation)
+
+    def status_response(self, session: Session, code: int = 200) -> Response:
+        session.refresh_from_db()
+        data = s.QueueStatusSerializer(selectors.queue_status(session=session)).data
+        return Response(data, status=code)
+
+
+# --- tasks and sessions -----------------------------------------------------
+
+
+class AppTaskListView(APIView):
+    @extend_schema(
+        request=s.TaskCreateSerializer, responses={201: s.TaskSerializer, **ERROR_RESPONSES}
+    )
+    def post(self, request: Request, app: str) -> Response:
+        """Create a task of the app."""
+        target = app_get(ref=app)
+        require(request, Capability.SESSION_CREATE, target, not_found=err.SessionQueueNotFound)
+        data = _validated(s.TaskCreateSerializer, request.data)
+        task = services.task_create(app=target, title=data["title"])
+        return Response(s.TaskSerializer(task).data, status=status.HTTP_201_CREATED)
+
+
+class TaskDetailView(TaskView):
+    @extend_schema(responses={200: s.TaskDetailSerializer, **ERROR_RESPONSES})
+    def get(self, request: Request, task_id: uuid.UUID) -> Response:
+        """The task with its sessions."""
+        task = self.task(request, task_id, Capability.SESSION_READ)
+        return Response(s.TaskDetailSerializer(task).data)
+
+
+class TaskSessionListView(TaskView):
+    @extend_schema(request=None, responses={201: s.SessionSerializer, **ERROR_RESPONSES})
+    def post(self, request: Request, task_id: uuid.UUID) -> Response:
+        """Create a session of the task (auto-run on, a fresh incarnation)."""
+        task = self.task(request, task_id, Capability.SESSION_CREATE)
+        session = services.session_create(task=task)
+        return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class TaskArchiveView(TaskView):
+    @extend_schema(request=None, responses={200: s.TaskSerializer, **ERROR_RESPONSES})
+    def post(self, request: Request, task_id: uuid.UUID) -> Response:
+        """Archive the task: lifecycle inserts are refused from now on (admin)."""
+        task = self.task(request, task_id, Capability.TASK_ADMIN)
+        task = services.task_archive(task_id=task.pk)
+        return Response(s.TaskSerializer(task).data)
+
+
+class TaskPurgeView(TaskView):
+    @extend_schema(request=None, responses={200: s.PurgeResultSerializer, **ERROR_RESPONSES})
+    def post(self, request: Request, task_id: uuid.UUID) -> Response:
+        """Delete every entry of the task's sessions (reserved too) and bump its
+        generation (admin)."""
+        task = self.task(request, task_id, Capability.TASK_ADMIN)
+        removed, generation = services.task_purge(task_id=task.pk)
+        return Response({"removed": removed, "generation": generation})
+
+
+# --- the queue --------------------------------------------------------------
+
+
+class QueueStatusView(SessionView):
+    @extend_schema(responses={200: s.QueueStatusSerializer, **ERROR_RESPONSES})
+    def get(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Visible entries in order, count, cap, auto-run, merge settings, generations."""
+        session, _ = self.session(request, session_id, Capability.SESSION_READ)
+        return self.status_response(session)
+
+
+class MessageListView(SessionView):
+    @extend_schema(
+        request=s.MessageCreateSerializer,
+        parameters=[INCARNATION],
+        responses={
+            201: s.AdmissionSerializer,
+            200: OpenApiResponse(s.AdmissionSerializer, "folded into an existing entry"),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Queue an entry: insert at the tail (auto-merging when enabled), append
+        to the tail (``append_to_tail``) or replace by ``coalesce_key``."""
+        as_agent = isinstance(request.data, dict) and request.data.get("queued_by") == "agent"
+        capability = Capability.SESSION_CONSUME if as_agent else Capability.SESSION_EDIT
+        session, principal = self.session(request, session_id, capability)
+        data = _validated(s.MessageCreateSerializer, request.data)
+        if as_agent and principal.app is None:
+            raise err.InvalidSessionInput(
+                details={"queued_by": ["Only an agent runtime's app token may queue as agent."]}
+            )
+        admission = self._admit(session, data, "agent" if as_agent else principal.label)
+        code = status.HTTP_201_CREATED if _is_new(admission) else status.HTTP_200_OK
+        return Response(_admission_data(admission), status=code)
+
+    def _admit(self, session: Session, data: dict[str, Any], queued_by: str) -> Any:
+        entry = NewEntry(
+            content=data["content"],
+            queued_by=queued_by,
+            model=data["model"],
+            plan_mode=data["plan_mode"],
+            attachments=data.get("attachments", []),
+            metadata=data["metadata"],
+            coalesce_key=data["coalesce_key"],
+        )
+        identity = self.identity(self.request, session)
+        kwargs = {"session_id": session.pk, "entry": entry, "identity": identity}
+        if entry.coalesce_key:
+            return services.message_upsert_by_coalesce_key(**kwargs)
+        if data["append_to_tail"]:
+            return services.message_append_or_insert_tail(**kwargs)
+        return services.message_insert(**kwargs)
+
+    @extend_schema(
+        operation_id="sessions_queue_messages_delete_all",
+        parameters=[INCARNATION],
+        responses={200: s.CountSerializer, **ERRORS},
+    )
+    def delete(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Delete every visible entry (reserved ones stay)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        removed = services.queue_delete_all(
+            session_id=session.pk, identity=self.identity(request, session)
+        )
+        return Response({"removed": removed})
+
+
+def _is_new(admission: services.Admission) -> bool:
+    return not (admission.merged or admission.appended or admission.replaced)
+
+
+def _admission_data(admission: services.Admission) -> dict[str, Any]:
+    return {
+        **s.MessageSerializer(admission.entry).data,
+        "merged": admission.merged,
+        "appended": admission.appended,
+        "replaced": admission.replaced,
+    }
+
+
+class MessageDetailView(SessionView):
+    @extend_schema(
+        request=s.MessageUpdateSerializer,
+        parameters=[INCARNATION],
+        responses={200: s.MessageSerializer, **ERRORS},
+    )
+    def patch(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
+        """Edit content / attachments / metadata of your own entry (a null metadata
+        value removes that key). Another owner's or a reserved entry is 404."""
+        session, principal = self.session(request, session_id, Capability.SESSION_EDIT)
+        data = _validated(s.MessageUpdateSerializer, request.data)
+        row = services.message_update(
+            session_id=session.pk,
+            message_id=message_id,
+            queued_by=principal.label,
+            content=data.get("content"),
+            attachments=data.get("attachments"),
+            metadata_updates=data.get("metadata"),
+            identity=self.identity(request, session),
+        )
+        return Response(s.MessageSerializer(row).data)
+
+    @extend_schema(parameters=[INCARNATION], responses={204: None, **ERRORS})
+    def delete(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
+        """Delete one visible entry of this session."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        services.message_delete(
+            session_id=session.pk, message_id=message_id, identity=self.identity(request, session)
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MergeUpView(SessionView):
+    @extend_schema(
+        request=None, parameters=[INCARNATION], responses={200: s.MessageSerializer, **ERRORS}
+    )
+    def post(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
+        """Fold the entry into the one directly above it; answers the merged entry."""
+        session, principal = self.session(request, session_id, Capability.SESSION_EDIT)
+        target = services.message_merge_up(
+            session_id=session.pk,
+            message_id=message_id,
+            queued_by=principal.label,
+            identity=self.identity(request, session),
+        )
+        return Response(s.MessageSerializer(target).data)
+
+
+class ReorderView(SessionView):
+    @extend_schema(
+        request=s.ReorderSerializer,
+        parameters=[INCARNATION],
+        responses={200: s.QueueStatusSerializer, **ERRORS},
+    )
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Reorder the visible entries: ``ids`` must be an exact permutation of them."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        data = _validated(s.ReorderSerializer, request.data)
+        services.queue_reorder(
+            session_id=session.pk, ordered_ids=data["ids"], identity=self.identity(request, session)
+        )
+        return self.status_response(session)
+
+
+class SendNowView(SessionView):
+    @extend_schema(
+        request=s.SendNowSerializer,
+        parameters=[INCARNATION],
+        responses={200: s.SendNowResultSerializer, **ERRORS},
+    )
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Claim the selected entries (with the content you saw) as one dispatch."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        data = _validated(s.SendNowSerializer, request.data)
+        expected = [SendNowExpectation(id=e["id"], content=e["content"]) for e in data["entries"]]
+        claim, dispatch = services.send_now_claim(
+            session_id=session.pk, expected=expected, identity=self.identity(request, session)
+        )
+        return Response({"claim_id": str(claim.pk), "dispatch": dispatch})
+
+
+class SendNowRestoreView(SessionView):
+    @extend_schema(
+        request=None, parameters=[INCARNATION], responses={200: s.QueueStatusSerializer, **ERRORS}
+    )
+    def post(self, request: Request, session_id: uuid.UUID, claim_id: uuid.UUID) -> Response:
+        """Put every source of the claim back at its position, or nothing."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        services.send_now_restore(
+            session_id=session.pk, claim_id=claim_id, identity=self.identity(request, session)
+        )
+        return self.status_response(session)
+
+
+class SendNowAcknowledgeView(SessionView):
+    @extend_schema(
+        request=None, parameters=[INCARNATION], responses={200: s.CountSerializer, **ERRORS}
+    )
+    def post(self, request: Request, session_id: uuid.UUID, claim_id: uuid.UUID) -> Response:
+        """Close the claim after the dispatch was accepted (removes durable sources)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        removed = services.send_now_acknowledge(
+            session_id=session.pk, claim_id=claim_id, identity=self.identity(request, session)
+        )
+        return Response({"removed": removed})
+
+
+# --- policy -----------------------------------------------------------------
+
+
+class AutoRunView(SessionView):
+    @extend_schema(
+        request=s.AutoRunSerializer,
+        parameters=[INCARNATION],
+        responses={200: s.SessionSerializer, **ERRORS},
+    )
+    def put(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Turn auto-run on or off."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        data = _validated(s.AutoRunSerializer, request.data)
+        session = services.session_set_auto_run(
+            session_id=session.pk, enabled=data["enabled"], identity=self.identity(request, session)
+        )
+        return Response(s.SessionSerializer(session).data)
+
+
+class AutoMergeView(SessionView):
+    @extend_schema(
+        request=s.AutoMergeSerializer,
+        parameters=[INCARNATION],
+        responses={200: s.SessionSerializer, **ERRORS},
+    )
+    def put(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Override auto-merge for this session (null inherits the global setting)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        data = _validated(s.AutoMergeSerializer, request.data)
+        session = services.session_set_auto_merge(
+            session_id=session.pk, enabled=data["enabled"], identity=self.identity(request, session)
+        )
+        return Response(s.SessionSerializer(session).data)
+
+
+class AgentReadyView(SessionView):
+    @extend_schema(
+        request=s.AgentReadySerializer,
+        parameters=[INCARNATION],
+        responses={200: s.SessionSerializer, **ERRORS},
+    )
+    def put(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Mark the session's agent ready (or busy) for the dispatcher (consumer)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_CONSUME)
+        data = _validated(s.AgentReadySerializer, request.data)
+        session = services.session_set_agent_ready(
+            session_id=session.pk, ready=data["ready"], identity=self.identity(request, session)
+        )
+        return Response(s.SessionSerializer(session).data)
+
+
+# --- consumer ---------------------------------------------------------------
+
+
+class ReserveView(SessionView):
+    @extend_schema(
+        request=None,
+        parameters=[INCARNATION],
+        responses={
+            200: s.ReservationSerializer,
+            204: OpenApiResponse(description="empty"),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Reserve the head entry for delivery (409 auto_run_paused when paused)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_CONSUME)
+        row, auto_run = services.reservation_reserve_for_delivery(
+            session_id=session.pk, identity=self.identity(request, session)
+        )
+        if not auto_run:
+            raise err.AutoRunPaused()
+        if row is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        body = {"reservation_id": str(row.reservation_id), "message": s.MessageSerializer(row).data}
+        return Response(body)
+
+
+class ReservationAckView(SessionView):
+    @extend_schema(request=None, parameters=[INCARNATION], responses={204: None, **ERRORS})
+    def post(self, request: Request, session_id: uuid.UUID, reservation_id: uuid.UUID) -> Response:
+        """Delete exactly the reserved entry (409 reservation_changed otherwise)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_CONSUME)
+        services.reservation_acknowledge(
+            session_id=session.pk,
+            reservation_id=reservation_id,
+            identity=self.identity(request, session),
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ReservationReleaseView(SessionView):
+    @extend_schema(
+        request=None, parameters=[INCARNATION], responses={200: s.ReleaseSerializer, **ERRORS}
+    )
+    def post(self, request: Request, session_id: uuid.UUID, reservation_id: uuid.UUID) -> Response:
+        """Make the reserved entry visible again at its position (``released``
+        false: its delivery was already attempted, so it was dropped)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_CONSUME)
+        row, released = services.reservation_release(
+            session_id=session.pk,
+            reservation_id=reservation_id,
+            identity=self.identity(request, session),
+        )
+        return Response({**s.MessageSerializer(row).data, "released": released})
+
+
+# --- transfer and pending move ----------------------------------------------
+
+
+class TransferView(SessionView):
+    @extend_schema(
+        request=s.TransferSerializer,
+        parameters=[INCARNATION],
+        responses={200: s.QueueStatusSerializer, **ERRORS},
+    )
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Move every entry and the pending move to another session of the same
+        task (409 session_identity_mismatch across tasks). Answers the destination."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        data = _validated(s.TransferSerializer, request.data)
+        destination, _ = self.session(request, data["to_session"], Capability.SESSION_EDIT)
+        services.session_transfer(
+            source_id=session.pk,
+            destination_id=destination.pk,
+            source_identity=self.identity(request, session),
+        )
+        return self.status_response(destination)
+
+
+class PendingMoveView(SessionView):
+    def _data(self, move: Any) -> dict[str, Any]:
+        return s.PendingMoveSerializer(move, context={"now": clock.now()}).data
+
+    @extend_schema(responses={200: s.PendingMoveSerializer, 204: None, **ERROR_RESPONSES})
+    def get(self, request: Request, session_id: uuid.UUID) -> Response:
+        """The session's deferred workflow move (204 when none)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_READ)
+        move = selectors.pending_move_get(session=session)
+        if move is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(self._data(move))
+
+    @extend_schema(
+        request=s.PendingMoveInSerializer,
+        parameters=[INCARNATION],
+        responses={200: s.PendingMoveSerializer, **ERRORS},
+    )
+    def put(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Set (replace) the session's deferred workflow move."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        data = _validated(s.PendingMoveInSerializer, request.data)
+        move = services.pending_move_set(
+            session_id=session.pk, move=data, identity=self.identity(request, session)
+        )
+        return Response(self._data(move))
+
+    @extend_schema(parameters=[INCARNATION], responses={204: None, **ERRORS})
+    def delete(self, request: Request, session_id: uuid.UUID) -> Response:
+        """Remove the session's deferred move (204 whether or not one existed)."""
+        session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
+        services.pending_move_delete(
+            session_id=session.pk, identity=self.identity(request, session)
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)

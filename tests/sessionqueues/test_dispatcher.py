@@ -1,0 +1,261 @@
+"""The session dispatcher: in-process with Python deliverers, and as a real
+``manage.py session_dispatch`` subprocess delivering to a local signed webhook."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from queueproject import webhooks
+from sessionqueues import services
+from sessionqueues.delivery import DeliveryFailed, DeliveryUncertain, deliverer
+from sessionqueues.dispatcher import Dispatcher
+from sessionqueues.models import QueuedMessage, Session
+from tests.conftest import manage_cmd, subprocess_env
+from tests.sessionqueues.conftest import contents, put
+
+SECRET = "webhook-test-secret"
+
+
+@pytest.fixture
+def ready_session(session):
+    return services.session_set_agent_ready(session_id=session.pk, ready=True)
+
+
+class Recorder:
+    """A Python deliverer that records prompts and fails on request."""
+
+    def __init__(self, *, ready: bool = True, fail_on: str | None = None, uncertain: bool = False):
+        self.seen: list[str] = []
+        self.ready, self.fail_on, self.uncertain = ready, fail_on, uncertain
+
+    def __call__(self, delivery: Any) -> bool:
+        content = delivery.message["content"]
+        if content == self.fail_on:
+            raise (DeliveryUncertain if self.uncertain else DeliveryFailed)("refused")
+        self.seen.append(content)
+        return self.ready
+
+
+def dispatch(recorder: Recorder, **kwargs: Any) -> Any:
+    deliverer("test-recorder")(recorder)
+    return Dispatcher(deliverer_name="test-recorder", until_empty=True, **kwargs).run()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_python_deliverer__drains_in_fifo_order_and_acknowledges(ready_session):
+    for text in "abc":
+        put(ready_session, text)
+    recorder = Recorder()
+    stats = dispatch(recorder)
+    assert recorder.seen == ["a", "b", "c"] and stats.delivered == 3
+    assert not QueuedMessage.objects.filter(session=ready_session).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_python_deliverer__a_busy_agent_gets_one_prompt_per_ready(ready_session):
+    put(ready_session, "a")
+    put(ready_session, "b")
+    recorder = Recorder(ready=False)
+    dispatch(recorder)
+    assert recorder.seen == ["a"]
+    assert Session.objects.get(pk=ready_session.pk).agent_ready is False
+    services.session_set_agent_ready(session_id=ready_session.pk, ready=True)
+    dispatch(recorder)
+    assert recorder.seen == ["a", "b"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_python_deliverer__a_failed_delivery_is_released_to_its_position(ready_session):
+    for text in "abc":
+        put(ready_session, text)
+    recorder = Recorder(fail_on="a")
+    stats = dispatch(recorder)
+    assert stats.released == 1 and recorder.seen == []
+    assert contents(ready_session) == ["a", "b", "c"]
+    assert [r.position for r in QueuedMessage.objects.filter(session=ready_session)] == [1, 2, 3]
+    assert Session.objects.get(pk=ready_session.pk).agent_ready is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_python_deliverer__an_uncertain_delivery_is_dropped(ready_session):
+    put(ready_session, "a")
+    put(ready_session, "b")
+    stats = dispatch(Recorder(fail_on="a", uncertain=True))
+    assert stats.dropped == 1
+    assert contents(ready_session) == ["b"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_paused_or_not_ready_sessions_get_nothing(session, other_session):
+    put(session, "paused")
+    services.session_set_agent_ready(session_id=session.pk, ready=True)
+    services.session_set_auto_run(session_id=session.pk, enabled=False)
+    put(other_session, "not ready")
+    recorder = Recorder()
+    assert dispatch(recorder).delivered == 0
+    assert recorder.seen == []
+
+
+# --- the webhook, through a real subprocess ---------------------------------
+
+
+class Hook:
+    """A local HTTP server that verifies signatures and answers a fixed status."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.status, self.received, self.valid = status, [], []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.valid.append(
+                    webhooks.verify(
+                        SECRET,
+                        body,
+                        self.headers[webhooks.TIMESTAMP_HEADER],
+                        self.headers[webhooks.SIGNATURE_HEADER],
+                    )
+                )
+                hook.received.append(json.loads(body))
+                answer = json.dumps({"ready": True}).encode()
+                self.send_response(hook.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hook_app(ready_session):
+    app = ready_session.task.app
+    return app
+
+
+def run_dispatch(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        manage_cmd("session_dispatch", "--until-empty", *args),
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_webhook_subprocess__delivers_signed_prompts(ready_session, hook_app):
+    hook = Hook(200)
+    try:
+        hook_app.webhook_url, hook_app.webhook_secret = hook.url, SECRET
+        hook_app.save()
+        put(ready_session, "a")
+        put(ready_session, "b")
+        done = run_dispatch("--deliverer", "webhook")
+    finally:
+        hook.close()
+    assert done.returncode == 0, done.stderr
+    assert "delivered=2" in done.stdout
+    assert [p["message"]["content"] for p in hook.received] == ["a", "b"]
+    assert all(hook.valid) and len(hook.valid) == 2
+    assert hook.received[0]["session_id"] == str(ready_session.pk)
+    assert not QueuedMessage.objects.filter(session=ready_session).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_webhook_subprocess__a_refused_prompt_goes_back_to_its_position(ready_session, hook_app):
+    hook = Hook(503)
+    try:
+        hook_app.webhook_url, hook_app.webhook_secret = hook.url, SECRET
+        hook_app.save()
+        put(ready_session, "a")
+        put(ready_session, "b")
+        done = run_dispatch("--deliverer", "webhook", "--session", str(ready_session.pk))
+    finally:
+        hook.close()
+    assert done.returncode == 0, done.stderr
+    assert "released=1" in done.stdout
+    assert len(hook.received) == 1
+    assert contents(ready_session) == ["a", "b"]
+    assert [r.position for r in QueuedMessage.objects.filter(session=ready_session)] == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_session_dispatch__unknown_deliverer_is_refused():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="Unknown deliverer"):
+        call_command("session_dispatch", "--deliverer", "nope", "--once")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_session_dispatch__stops_cleanly_on_sigterm(ready_session):
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        manage_cmd("session_dispatch", "--deliverer", "log"),
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(2.0)  # let it start and go idle
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "delivered=0" in out
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_dispatcher__wakes_on_notify_within_1s(ready_session):
+    import time
+
+    from django.db import connection
+
+    delivered_at: list[float] = []
+
+    def record(delivery: Any) -> bool:
+        delivered_at.append(time.monotonic())
+        return True
+
+    deliverer("test-wake")(record)
+    dispatcher = Dispatcher(
+        deliverer_name="test-wake", session_id=ready_session.pk, max_deliveries=1
+    )
+
+    def run() -> None:
+        try:
+            dispatcher.run()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(1.0)  # idle: on PostgreSQL it now sleeps on LISTEN (up to 5 s)
+    queued_at = time.monotonic()
+    put(ready_session, "wake up")
+    thread.join(15)
+    assert not thread.is_alive()
+    assert delivered_at and delivered_at[0] - queued_at < 1.0
