@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ __all__ = [
     "message_ack_batch",
     "message_cancel",
     "message_claim",
+    "message_claim_waiting",
     "message_enqueue",
     "message_enqueue_batch",
     "message_extend",
@@ -938,3 +940,41 @@ def collection_purge(*, collection: Collection, include_dead: bool = False) -> i
     states = [MessageState.READY, MessageState.DEAD] if include_dead else [MessageState.READY]
     deleted, _ = Message.objects.of(_queue(collection)).filter(state__in=states).delete()
     return deleted
+
+
+# ------------------------------------------------------------ long-poll claim
+
+
+def message_claim_waiting(
+    *,
+    collection: Collection,
+    worker_id: str,
+    n: int = 1,
+    visibility_timeout: int | None = None,
+    wait_seconds: float = 0.0,
+) -> list[ClaimedMessage]:
+    """``message_claim``, but when nothing is claimable wait up to
+    ``wait_seconds`` (real time) for a wake-up on the collection's channel
+    (enqueue, nack, release and redrive notify it; SQLite polls) and try again;
+    [] at the deadline. It subscribes before the first attempt, so a message
+    enqueued in between is not missed. No transaction is held while waiting and,
+    on PostgreSQL, the connection is closed meanwhile (an idle long poll holds
+    no database connection). Call it outside a transaction."""
+
+    def attempt() -> list[ClaimedMessage]:
+        return message_claim(
+            collection=collection, worker_id=worker_id, n=n, visibility_timeout=visibility_timeout
+        )
+
+    if wait_seconds <= 0 or n <= 0:
+        return attempt()
+    deadline = time.monotonic() + wait_seconds
+    with notify.subscribe(notify.channel("gq", collection.pk)) as subscription:
+        while True:
+            claimed = attempt()
+            remaining = deadline - time.monotonic()
+            if claimed or remaining <= 0:
+                return claimed
+            if connection.vendor == "postgresql" and not connection.in_atomic_block:
+                connection.close()
+            subscription.wait(remaining)
