@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from principals.models import Role
 from tests.conftest import bearer
-from tests.factories import make_token, member
+from tests.factories import UserFactory, make_token, member
 
 ALL_QUEUE_SCOPES = ["queue:read", "queue:write", "queue:consume", "queue:admin"]
 
 
 def user_client(group, role, scopes=ALL_QUEUE_SCOPES):
-    """A bearer client of a new user holding ``role`` on ``group``."""
-    user = member(group, role)
+    """A bearer client of a new user holding ``role`` on ``group`` (no role: None)."""
+    user = member(group, role) if role is not None else UserFactory()
     _, secret = make_token(user=user, scopes=list(scopes))
     client = bearer(secret)
     client.user = user
