@@ -8,6 +8,8 @@ than coerced, so the API accepts exactly what its OpenAPI schema describes.
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -78,8 +80,37 @@ def visibility_timeout(*, required: bool) -> StrictIntegerField:
     )  # fmt: skip
 
 
-def message_id() -> serializers.UUIDField:
-    return serializers.UUIDField(format="hex_verbose")
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID in its canonical 8-4-4-4-12 hex form only (what ``format: uuid``
+    says), not the braces, URN or bare-hex spellings Python also parses."""
+
+    CANONICAL = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+
+    def to_internal_value(self, data: Any) -> uuid.UUID:
+        if not isinstance(data, str) or not self.CANONICAL.match(data):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+def message_id() -> StrictUUIDField:
+    return StrictUUIDField(format="hex_verbose")
+
+
+@extend_schema_field(
+    {
+        "description": "Any JSON value but null.",
+        "anyOf": [
+            {"type": "object", "additionalProperties": True},
+            {"type": "array", "items": {}},
+            {"type": "string"},
+            {"type": "number"},
+            {"type": "boolean"},
+        ],
+    }
+)
+class PayloadField(serializers.JSONField):
+    """A message payload: any JSON value but null (the parser already refused
+    what a database cannot store)."""
 
 
 # ---------------------------------------------------------------- collections
@@ -181,7 +212,7 @@ def validate_entries(
 
 
 class EnqueueSerializer(serializers.Serializer):
-    payload = serializers.JSONField(help_text="Any JSON value but null.")
+    payload = PayloadField()
     priority = StrictIntegerField(
         min_value=check.PRIORITY_MIN, max_value=check.PRIORITY_MAX, default=0,
         help_text="Higher first.",

@@ -15,7 +15,14 @@ from typing import Any
 
 from django.db import transaction
 from django.utils.decorators import method_decorator
-from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import serializers as drf
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,7 +30,7 @@ from rest_framework.views import APIView
 
 from groupqueues import selectors, services
 from groupqueues import serializers as s
-from groupqueues.exceptions import CollectionNotFound, MessageNotFound
+from groupqueues.exceptions import CollectionNotFound, InvalidQueueInput, MessageNotFound
 from groupqueues.models import Collection
 from principals import services as principals
 from principals.authentication import principal_of
@@ -40,6 +47,41 @@ ERRORS_413_429 = {
     413: error("payload_too_large: a payload over the collection's max_payload_bytes"),
     429: error("throttled / queue_full: the collection holds max_depth live messages"),
 }
+
+PATH = OpenApiParameter.PATH
+GROUP_ROUTE = extend_schema(parameters=[
+    OpenApiParameter("g", str, PATH, description="Group slug or id."),
+])  # fmt: skip
+QUEUE_ROUTE = extend_schema(parameters=[
+    OpenApiParameter("g", str, PATH, description="Group slug or id."),
+    OpenApiParameter("q", str, PATH, description="Collection name."),
+])  # fmt: skip
+MESSAGE_ROUTE = extend_schema(parameters=[
+    OpenApiParameter("g", str, PATH, description="Group slug or id."),
+    OpenApiParameter("q", str, PATH, description="Collection name."),
+    OpenApiParameter("id", str, PATH, description="Message id (a UUID; anything else is 404)."),
+])  # fmt: skip
+APP_ROUTE = extend_schema(parameters=[
+    OpenApiParameter("app", str, PATH, description="App slug or id."),
+    OpenApiParameter("name", str, PATH, description="Collection name, resolved through the "
+                     "app's chain (its group, the parent, ... the root)."),
+])  # fmt: skip
+PAGE_PARAMETERS = [
+    OpenApiParameter("page", int, OpenApiParameter.QUERY, description="Page number (from 1)."),
+    OpenApiParameter("page_size", int, OpenApiParameter.QUERY, description="At most 500."),
+]
+
+
+def paginated(name: str, child: drf.Serializer) -> drf.Serializer:
+    """The schema of a page: {"count", "next", "previous", "results"}."""
+    return inline_serializer(
+        name=name,
+        fields={
+            "count": drf.IntegerField(), "next": drf.URLField(allow_null=True),
+            "previous": drf.URLField(allow_null=True), "results": child,
+        },
+    )  # fmt: skip
+
 
 # ------------------------------------------------------------------ lookups
 
@@ -111,10 +153,16 @@ def message_body(message: Any, collection: Collection) -> dict[str, Any]:
 # -------------------------------------------------------------- collections
 
 
+@GROUP_ROUTE
 class GroupQueuesView(APIView):
     @extend_schema(
         tags=[TAG], summary="The group's queue collections with their stats",
-        responses={200: s.CollectionSerializer(many=True), **ERROR_RESPONSES},
+        operation_id="groups_queues_list",
+        parameters=PAGE_PARAMETERS,
+        responses={
+            200: paginated("PaginatedCollectionList", s.CollectionSerializer(many=True)),
+            **ERROR_RESPONSES,
+        },
     )  # fmt: skip
     def get(self, request: Request, g: str) -> Response:
         _, group = group_for(request, Capability.QUEUE_READ, g)
@@ -136,6 +184,7 @@ class GroupQueuesView(APIView):
         return Response(collection_body(collection), status=status.HTTP_201_CREATED)
 
 
+@QUEUE_ROUTE
 class QueueView(APIView):
     @extend_schema(
         tags=[TAG], summary="Collection settings and stats",
@@ -157,6 +206,7 @@ class QueueView(APIView):
         return Response(collection_body(collection))
 
 
+@QUEUE_ROUTE
 class StatsView(APIView):
     @extend_schema(
         tags=[TAG], summary="Depths of the queue",
@@ -174,14 +224,15 @@ ENQUEUE_REQUEST = PolymorphicProxySerializer(
     serializers=[s.EnqueueSerializer, s.EnqueueBatchSerializer],
     resource_type_field_name=None,
 )
+ENQUEUED = PolymorphicProxySerializer(
+    component_name="EnqueueResponse",
+    serializers=[s.EnqueuedSerializer, s.EnqueuedBatchSerializer],
+    resource_type_field_name=None,
+)
 ENQUEUE_RESPONSES = {
-    201: PolymorphicProxySerializer(
-        component_name="EnqueueResponse",
-        serializers=[s.EnqueuedSerializer, s.EnqueuedBatchSerializer],
-        resource_type_field_name=None,
-    ),
+    201: OpenApiResponse(ENQUEUED, description="Created: {id} for one, {ids} for a batch."),
     200: OpenApiResponse(
-        s.EnqueuedSerializer, description="Idempotent repeat: the existing message's id."
+        ENQUEUED, description="Idempotent repeat: nothing was created; the existing id(s)."
     ),
     **ERROR_RESPONSES,
     **ERRORS_413_429,
@@ -191,7 +242,9 @@ ENQUEUE_RESPONSES = {
 def enqueue(request: Request, principal: Principal, collection: Collection) -> Response:
     """Enqueue one message (``payload``) or a batch (``messages``)."""
     data = request.data
-    if isinstance(data, dict) and "messages" in data and "payload" not in data:
+    if isinstance(data, dict) and "messages" in data and "payload" in data:
+        raise InvalidQueueInput.field("messages", 'Give "payload" (one) or "messages" (a batch).')
+    if isinstance(data, dict) and "messages" in data:
         entries = valid(s.EnqueueBatchSerializer, request)["messages"]
         results = services.message_enqueue_batch(
             collection=collection, messages=entries, enqueued_by=principal.label
@@ -207,6 +260,7 @@ def enqueue(request: Request, principal: Principal, collection: Collection) -> R
     return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
+@QUEUE_ROUTE
 class MessagesView(APIView):
     @extend_schema(
         tags=[TAG], summary="Enqueue one message or a batch of up to 500",
@@ -217,6 +271,7 @@ class MessagesView(APIView):
         return enqueue(request, principal, collection)
 
 
+@MESSAGE_ROUTE
 class MessageView(APIView):
     @extend_schema(
         tags=[TAG], summary="A message (dead ones included)",
@@ -241,6 +296,7 @@ class MessageView(APIView):
 # -------------------------------------------------------------------- claim
 
 
+@QUEUE_ROUTE
 @method_decorator(transaction.non_atomic_requests, name="dispatch")
 class ClaimView(APIView):
     @extend_schema(
@@ -257,6 +313,7 @@ class ClaimView(APIView):
         return Response(s.ClaimedSerializer.of(claimed))
 
 
+@QUEUE_ROUTE
 class AckView(APIView):
     @extend_schema(
         tags=[TAG], summary="Ack claimed messages; each entry says whether it landed",
@@ -269,6 +326,7 @@ class AckView(APIView):
         return Response(s.AckedSerializer(result).data)
 
 
+@QUEUE_ROUTE
 class HolderActionView(APIView):
     """nack / fail / extend / release: the message as ``get`` shows it, 409
     lease_lost when the claim is no longer held, 404 when the collection has no
@@ -330,10 +388,16 @@ class ReleaseView(HolderActionView):
 # ------------------------------------------------------------ dead and manage
 
 
+@QUEUE_ROUTE
 class DeadView(APIView):
     @extend_schema(
         tags=[TAG], summary="Dead messages, most recent first",
-        responses={200: s.MessageSerializer(many=True), **ERROR_RESPONSES},
+        operation_id="groups_queues_dead_list",
+        parameters=PAGE_PARAMETERS,
+        responses={
+            200: paginated("PaginatedMessageList", s.MessageSerializer(many=True)),
+            **ERROR_RESPONSES,
+        },
     )  # fmt: skip
     def get(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_READ, g, q)
@@ -345,6 +409,7 @@ class DeadView(APIView):
         return paginator.get_paginated_response(body)
 
 
+@QUEUE_ROUTE
 class RedriveView(APIView):
     @extend_schema(
         tags=[TAG], summary="Dead messages back to ready (manage)",
@@ -359,6 +424,7 @@ class RedriveView(APIView):
         return Response({"count": count})
 
 
+@QUEUE_ROUTE
 class PurgeView(APIView):
     @extend_schema(
         tags=[TAG], summary="Delete ready (and optionally dead) messages (manage)",
@@ -374,6 +440,7 @@ class PurgeView(APIView):
 # --------------------------------------------------------- through an app
 
 
+@APP_ROUTE
 class AppMessagesView(APIView):
     @extend_schema(
         tags=[TAG], summary="Enqueue into the queue the app's chain resolves",
@@ -384,6 +451,7 @@ class AppMessagesView(APIView):
         return enqueue(request, principal, collection)
 
 
+@APP_ROUTE
 class AppStatsView(APIView):
     @extend_schema(
         tags=[TAG], summary="Depths of the queue the app's chain resolves",
