@@ -55,6 +55,19 @@ def may(request: HttpRequest, capability: Capability, group: Group) -> bool:
     return request.user.is_superuser or has_capability(admin_principal(request), capability, group)
 
 
+class GroupFilter(admin.SimpleListFilter):
+    """The groups whose queues the staff user can read (never the others)."""
+
+    title = "group"
+    parameter_name = "group"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(g.pk), g.slug) for g in readable_groups(admin_principal(request))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        return queryset.filter(group_id=self.value()) if self.value() else queryset
+
+
 # --------------------------------------------------------------- collections
 
 
@@ -85,7 +98,7 @@ class CollectionAdmin(CapabilityAdmin):
         "name", "group__slug", "paused", "depth", "pending", "in_flight", "delayed", "dead",
         "oldest_pending_age", "visibility_timeout", "default_max_attempts", "max_depth",
     ]  # fmt: skip
-    list_filter = ["paused"]
+    list_filter = ["paused", GroupFilter]
     list_select_related = ["group"]
     search_fields = ["name", "group__slug"]
     readonly_fields = ["stats_summary"]
@@ -314,7 +327,7 @@ class MessageAdmin(CapabilityAdmin):
         "id", "collection", "state", "priority", "attempt", "max_attempts", "enqueued_at",
         "deliver_after", "claimed_by", "lease_expires_at", "dead_reason", "died_at",
     ]  # fmt: skip
-    list_filter = ["state", "dead_reason", PriorityFilter, CollectionFilter]
+    list_filter = ["state", "dead_reason", PriorityFilter, GroupFilter, CollectionFilter]
     list_select_related = ["collection__group"]
     search_fields = ["=id", "idempotency_key", "claimed_by", "enqueued_by"]
     actions = ["cancel", "redrive"]

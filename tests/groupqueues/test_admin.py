@@ -292,3 +292,11 @@ def test_messages__redrive_refused_for_an_editor(tree, queue):
     client = staff(tree["child"], Role.EDITOR)
     act(client, MESSAGES, "redrive", list(Message.objects.values_list("pk", flat=True)))
     assert Message.objects.get().state == "dead"
+
+
+def test_collections__group_filter_lists_only_readable_groups(tree, queue):
+    services.collection_create(group=tree["sibling"], name="elsewhere")
+    client = staff(tree["child"], Role.VIEWER)
+    response = client.get(f"{COLLECTIONS}?group={tree['child'].pk}")
+    assert [c.name for c in response.context["cl"].result_list] == ["jobs"]
+    assert b"sibling" not in response.content

@@ -610,3 +610,14 @@ def test_app_enqueue__unknown_app_is_404(tree):
     client = user_client(tree["root"], EDITOR)
     response = post(client, "/api/apps/nope/queues/jobs/messages/", {"payload": 1})
     assert_error(response, 404, "collection_not_found")
+
+
+def test_ack__a_full_batch_of_500(tree, queue, editor):
+    post(editor, q_url(tree["child"], rest="messages/"),
+         {"messages": [{"payload": i} for i in range(500)]})  # fmt: skip
+    claimed = claim(editor, tree["child"], n=100)
+    acks = [{"id": m["id"], "claim_token": m["claim_token"]} for m in claimed]
+    acks += [{"id": str(uuid.uuid4()), "claim_token": str(uuid.uuid4())} for _ in range(400)]
+    response = post(editor, q_url(tree["child"], rest="ack/"), {"acks": acks})
+    assert response.status_code == 200 and response.json()["acked"] == 100
+    assert Message.objects.count() == 400
