@@ -149,3 +149,20 @@ def test_unknown_collection_is_404_and_writes_nothing(tree, queue, editor):
 def test_wrong_method_is_405(tree, queue, editor, method):
     response = getattr(editor, method)(q_url(tree["child"], rest="claim/"))
     assert_error(response, 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/groups/a%00b/queues/jobs/stats/",
+        "/api/groups/child/queues/j%00/stats/",
+        "/api/groups/x%00/queues/",
+        "/api/groups/child/queues/jobs/messages/%00/",
+        "/api/apps/a%00/queues/jobs/stats/",
+        "/api/apps/app-child/queues/j%00/messages/",
+    ],
+)
+def test_nul_in_a_path_segment_is_404_not_a_database_error(tree, queue, editor, url):
+    response = editor.get(url) if url.endswith("stats/") else editor.post(url, {}, format="json")
+    assert response.status_code == 404, response.content
+    assert response.json()["error"]["code"] == "not_found"
