@@ -90,3 +90,12 @@ def test_long_poll__a_delayed_message_is_not_handed_out_early(tree, queue):
         q_url(tree["child"], rest="claim/"), {"worker_id": "w", "wait_seconds": 1}, format="json"
     )
     assert response.json() == {"messages": []}
+
+
+def test_long_poll__one_message_goes_to_exactly_one_of_two_waiters(tree, queue):
+    first, second = start_claimer(tree, wait_seconds=3), start_claimer(tree, wait_seconds=3)
+    message = services.message_enqueue(collection=queue, payload=1, enqueued_by="t")
+    for claimer in (first, second):
+        claimer.join(timeout=6)
+    got = [m["id"] for c in (first, second) for m in c.response.json()["messages"]]
+    assert got == [str(message.id)]
