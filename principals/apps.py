@@ -7,3 +7,6 @@ class PrincipalsConfig(AppConfig):
     name = "principals"
     verbose_name = "Groups, apps and access"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from principals import openapi  # noqa: F401  (registers the OpenAPI auth scheme)
