@@ -1,6 +1,5 @@
 """OpenAPI pieces shared by every API view: the error envelope and its responses."""
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
@@ -30,13 +29,3 @@ ERROR_RESPONSES = {
     404: error("not_found / collection_not_found"),
     429: error("throttled (Retry-After) / queue_full"),
 }
-
-
-class BearerTokenScheme(OpenApiAuthenticationExtension):
-    """``Authorization: Bearer <token>`` in the schema (the bearerAuth scheme)."""
-
-    target_class = "principals.authentication.BearerTokenAuthentication"
-    name = "bearerAuth"
-
-    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
-        return {"type": "http", "scheme": "bearer"}
