@@ -6,18 +6,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Q, QuerySet
 
 from groupqueues import exceptions as err
-from groupqueues.models import (
-    Collection,
-    CollectionKind,
-    CollectionQuerySet,
-    Message,
-    MessageQuerySet,
-    MessageState,
-)
+from groupqueues.models import Collection, CollectionKind, Message, MessageState
 from principals.models import App, Group
 from queueproject import clock
 
@@ -114,53 +108,53 @@ def collections_of(*, group: Group) -> list[Collection]:
 
 
 def collections_stats(*, collections: list[Collection]) -> dict[int, QueueStats]:
-    """Stats of many collections (by pk) in two grouped queries, one over live
-    rows and one over dead rows, whatever their number: for lists and the admin
-    changelist. Same numbers as ``collection_stats``."""
+    """The stats of many collections (by pk) in three grouped queries, one per
+    state (ready, claimed, dead), whatever their number: for lists and the
+    admin changelist. Same numbers as ``collection_stats``, the oldest pending
+    age measured from the ready time (``deliver_after``)."""
     now = clock.now()
-    ids = [c.pk for c in collections]
-    ready = Q(state=MessageState.READY)
-    pending = (
-        ready & Q(deliver_after__lte=now) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-    )
-    live = (
-        Message.objects.filter(collection_id__in=ids)
-        .live()
+    messages = Message.objects.filter(collection_id__in=[c.pk for c in collections])
+    pending = Q(deliver_after__lte=now) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    ready = {
+        row.pop("collection_id"): row
+        for row in messages.ready()
         .values("collection_id")
         .annotate(
-            depth=Count("seq"),
-            depth_pending=Count("seq", filter=pending),
-            delayed=Count("seq", filter=ready & Q(deliver_after__gt=now)),
-            in_flight=Count("seq", filter=Q(state=MessageState.CLAIMED)),
-            oldest=Min("enqueued_at", filter=pending),
+            ready=Count("pk"),
+            depth_pending=Count("pk", filter=pending),
+            delayed=Count("pk", filter=Q(deliver_after__gt=now)),
+            oldest=Min("deliver_after", filter=pending),
         )
         .order_by()
+    }
+    claimed = _count_by_collection(messages.claimed())
+    dead = _count_by_collection(messages.dead())
+    return {
+        c.pk: _stats(ready.get(c.pk), claimed.get(c.pk, 0), dead.get(c.pk, 0), now)
+        for c in collections
+    }
+
+
+def _count_by_collection(messages: QuerySet[Message]) -> dict[int, int]:
+    rows = messages.values("collection_id").annotate(n=Count("pk")).order_by()
+    return {row["collection_id"]: row["n"] for row in rows}
+
+
+def _stats(ready: dict[str, Any] | None, in_flight: int, dead: int, now: datetime) -> QueueStats:
+    ready = ready or {"ready": 0, "depth_pending": 0, "delayed": 0, "oldest": None}
+    oldest = ready["oldest"]
+    return QueueStats(
+        depth=ready["ready"] + in_flight,
+        depth_pending=ready["depth_pending"],
+        delayed=ready["delayed"],
+        in_flight=in_flight,
+        dead=dead,
+        oldest_pending_age_seconds=(
+            max(0.0, (now - oldest).total_seconds()) if oldest is not None else None
+        ),
     )
-    by_id = {row.pop("collection_id"): row for row in live}
-    dead = dict(
-        Message.objects.filter(collection_id__in=ids)
-        .dead()
-        .values("collection_id")
-        .annotate(n=Count("seq"))
-        .order_by()
-        .values_list("collection_id", "n")
-    )
-    return {pk: _stats_of(by_id.get(pk), dead.get(pk, 0), now) for pk in ids}
 
 
-def _stats_of(live: dict | None, dead: int, now: datetime) -> QueueStats:
-    if live is None:
-        return QueueStats(0, 0, 0, 0, dead, None)
-    oldest = live.pop("oldest")
-    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else None
-    return QueueStats(dead=dead, oldest_pending_age_seconds=age, **live)
-
-
-def dead_messages(*, collection: Collection) -> MessageQuerySet:
+def dead_messages(*, collection: Collection) -> QuerySet[Message]:
     """Dead messages of the collection, most recent death first (the dead index)."""
     return Message.objects.of(collection).dead().order_by("-died_at", "-seq")
-
-
-def messages_in(*, collections: list[Collection] | CollectionQuerySet) -> MessageQuerySet:
-    """Messages of the given collections (the admin's message browser)."""
-    return Message.objects.filter(collection__in=collections)
