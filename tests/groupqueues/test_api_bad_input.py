@@ -166,3 +166,10 @@ def test_nul_in_a_path_segment_is_404_not_a_database_error(tree, queue, editor, 
     response = editor.get(url) if url.endswith("stats/") else editor.post(url, {}, format="json")
     assert response.status_code == 404, response.content
     assert response.json()["error"]["code"] == "not_found"
+
+
+def test_enqueue__payload_and_messages_together_is_400(editor, enqueue_url):
+    body = {"payload": 1, "messages": [{"payload": 2}]}
+    error = assert_error(editor.post(enqueue_url, body, format="json"), 400, "invalid")
+    assert "messages" in error["details"]
+    assert not Message.objects.exists()
