@@ -173,3 +173,17 @@ def test_enqueue__payload_and_messages_together_is_400(editor, enqueue_url):
     error = assert_error(editor.post(enqueue_url, body, format="json"), 400, "invalid")
     assert "messages" in error["details"]
     assert not Message.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [("page=", "page"), ("page=x", "page"), ("page=0", "page"), ("page=1&page=2", "page"),
+     ("page_size=", "page_size"), ("page_size=-1", "page_size"), ("page_size=null", "page_size")],
+)  # fmt: skip
+def test_pagination__bad_page_parameters_are_400(tree, queue, editor, query, field):
+    response = editor.get(q_url(tree["child"], rest="dead/") + "?" + query)
+    assert field in assert_error(response, 400, "invalid")["details"]
+
+
+def test_pagination__a_page_past_the_end_is_404(tree, queue, editor):
+    assert_error(editor.get(q_url(tree["child"], rest="dead/") + "?page=9"), 404, "not_found")
