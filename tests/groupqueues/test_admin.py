@@ -300,3 +300,11 @@ def test_collections__group_filter_lists_only_readable_groups(tree, queue):
     response = client.get(f"{COLLECTIONS}?group={tree['child'].pk}")
     assert [c.name for c in response.context["cl"].result_list] == ["jobs"]
     assert b"sibling" not in response.content
+
+
+@pytest.mark.parametrize("term", ["not-a-uuid", "w", "\x00", "a\x00b"])
+def test_messages__search_with_any_term(superuser, queue, term):
+    ids = fill(queue, ready=1, dead=0)
+    assert superuser.get(MESSAGES, {"q": term}).status_code == 200
+    found = superuser.get(MESSAGES, {"q": str(ids["ready"][0])}).context["cl"]
+    assert found.result_count == 1
