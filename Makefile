@@ -1,4 +1,4 @@
-.PHONY: run test lint check bench
+.PHONY: run test lint check bench schemathesis
 
 run:    ## web + worker on SQLite with demo data
 	scripts/run.sh
@@ -8,3 +8,7 @@ test:   ## the whole suite on SQLite, then PostgreSQL
 
 lint:
 	scripts/bootstrap.sh && .venv/bin/ruff check . && .venv/bin/python manage.py makemigrations --check --dry-run
+
+schemathesis:  ## fuzz the group-queue API against its OpenAPI schema (slow; SQLite, then PostgreSQL if DATABASE_URL names it)
+	scripts/bootstrap.sh && env -u DATABASE_URL .venv/bin/python -m pytest -m slow -q -p no:cacheprovider tests/groupqueues/test_schemathesis.py
+	@case "$${DATABASE_URL:-}" in postgres*) .venv/bin/python -m pytest -m slow -q -p no:cacheprovider tests/groupqueues/test_schemathesis.py;; esac

@@ -1,9 +1,35 @@
 """The one pagination style of the API: {"count", "next", "previous", "results"}."""
 
+from typing import Any
+
 from rest_framework.pagination import PageNumberPagination
+
+from queueproject.exceptions import InvalidInput
 
 
 class Pagination(PageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request: Any) -> int:
+        """``page_size`` must be a positive integer when given (400 otherwise,
+        rather than silently using the default); capped at ``max_page_size``."""
+        size = _positive_int(request, self.page_size_query_param)
+        return self.page_size if size is None else min(size, self.max_page_size)
+
+    def get_page_number(self, request: Any, paginator: Any) -> int:
+        """``page`` must be a positive integer when given (400 otherwise); a page
+        past the end is 404 (DRF's "Invalid page.")."""
+        return _positive_int(request, self.page_query_param) or 1
+
+
+def _positive_int(request: Any, name: str) -> int | None:
+    """The query parameter ``name`` (its one value) as a positive integer, None
+    when absent; InvalidInput when empty, repeated or not a positive integer."""
+    values = request.query_params.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1 or not values[0].isdigit() or int(values[0]) < 1:
+        raise InvalidInput(details={name: ["Must be one positive integer."]})
+    return int(values[0])

@@ -1,0 +1,412 @@
+"""Admin for group queues: collections with live depths, their settings,
+pause/resume, purge and redrive; a read-only message browser with cancel and
+redrive.
+
+Every action goes through ``groupqueues.services`` and is checked per object
+with the same capability function as the API (``CapabilityAdmin``): reading
+needs QUEUE_READ on the owning group, settings / pause / purge / redrive need
+QUEUE_MANAGE, cancel needs QUEUE_CONSUME. Each action is recorded in the admin
+log. Superusers may do everything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
+
+from groupqueues import selectors, services
+from groupqueues import validation as check
+from groupqueues.models import Collection, CollectionKind, Message, MessageState
+from groupqueues.serializers import INT32_MAX, MAX_PAYLOAD_BYTES_MAX
+from principals.admin import CapabilityAdmin, admin_principal
+from principals.authz import Capability, has_capability, readable_groups
+from principals.models import Group
+
+SETTINGS = [
+    "max_payload_bytes", "default_max_attempts", "visibility_timeout", "retry_backoff_base",
+    "retry_backoff_max", "dead_retention", "max_depth", "paused",
+]  # fmt: skip
+
+
+def groups_where(request: HttpRequest, capability: Capability) -> list[Group]:
+    """Groups on which the staff user has ``capability`` (all for superusers),
+    computed once per request: the admin asks for every permission check."""
+    cache = request.__dict__.setdefault("_gq_groups_where", {})
+    if capability not in cache:
+        principal = admin_principal(request)
+        cache[capability] = [
+            g
+            for g in readable_groups(principal)
+            if principal.is_superuser or has_capability(principal, capability, g)
+        ]
+    return cache[capability]
+
+
+def may(request: HttpRequest, capability: Capability, group: Group) -> bool:
+    return request.user.is_superuser or has_capability(admin_principal(request), capability, group)
+
+
+class GroupFilter(admin.SimpleListFilter):
+    """The groups whose queues the staff user can read (never the others)."""
+
+    title = "group"
+    parameter_name = "group"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(g.pk), g.slug) for g in readable_groups(admin_principal(request))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        return queryset.filter(group_id=self.value()) if self.value() else queryset
+
+
+# --------------------------------------------------------------- collections
+
+
+class CollectionForm(forms.ModelForm):
+    """Settings with the API's ranges; the name and group are fixed once created."""
+
+    max_payload_bytes = forms.IntegerField(min_value=1, max_value=MAX_PAYLOAD_BYTES_MAX)
+    default_max_attempts = forms.IntegerField(min_value=1, max_value=check.MAX_ATTEMPTS_MAX)
+    visibility_timeout = forms.IntegerField(
+        min_value=check.VISIBILITY_TIMEOUT_MIN, max_value=check.VISIBILITY_TIMEOUT_MAX
+    )
+    retry_backoff_base = forms.FloatField(min_value=0.001, max_value=check.DURATION_MAX)
+    retry_backoff_max = forms.FloatField(min_value=0.001, max_value=check.DURATION_MAX)
+    dead_retention = forms.IntegerField(min_value=0, max_value=check.DURATION_MAX)
+    max_depth = forms.IntegerField(min_value=1, max_value=INT32_MAX, required=False)
+
+    class Meta:
+        model = Collection
+        fields = ["group", "name", *SETTINGS]
+
+
+@admin.register(Collection)
+class CollectionAdmin(CapabilityAdmin):
+    form = CollectionForm
+    view_capability = Capability.QUEUE_READ
+    change_capability = Capability.QUEUE_MANAGE
+    list_display = [
+        "name", "group__slug", "paused", "depth", "pending", "in_flight", "delayed", "dead",
+        "oldest_pending_age", "visibility_timeout", "default_max_attempts", "max_depth",
+    ]  # fmt: skip
+    list_filter = ["paused", GroupFilter]
+    list_select_related = ["group"]
+    search_fields = ["name", "group__slug"]
+    readonly_fields = ["stats_summary"]
+    actions = ["pause", "resume", "redrive_dead", "purge"]
+
+    def group_of(self, obj: Collection) -> Group:
+        return obj.group
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
+        qs = super().get_queryset(request).filter(kind=CollectionKind.QUEUE)
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+
+    # permissions: managing needs QUEUE_MANAGE; collections are never deleted here
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        if not self._staff(request):
+            return False
+        return request.user.is_superuser or bool(groups_where(request, Capability.QUEUE_MANAGE))
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return self.has_add_permission(request)
+        return self._may(request, Capability.QUEUE_MANAGE, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_manage_permission(self, request: HttpRequest) -> bool:
+        return self.has_add_permission(request)
+
+    @staticmethod
+    def _staff(request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        if obj is None:
+            return []
+        return ["group", "name", "stats_summary"]
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "group":
+            groups = groups_where(request, Capability.QUEUE_MANAGE)
+            kwargs["queryset"] = Group.objects.filter(pk__in=[g.pk for g in groups])
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
+        """Create or update through the services (the form already checked ranges)."""
+        if change:
+            changed = {f: form.cleaned_data[f] for f in SETTINGS if f in form.changed_data}
+            services.collection_update(collection=obj, **changed)
+            return
+        settings = {f: form.cleaned_data[f] for f in SETTINGS}
+        created = services.collection_create(group=obj.group, name=obj.name, **settings)
+        obj.pk, obj.created_at = created.pk, created.created_at
+        obj._state.adding = False
+
+    # live stats: one grouped query for the page (see ``selectors.collections_stats``)
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        page = list(changelist.result_list)
+        stats = selectors.collections_stats(collections=page)
+        for collection in page:
+            collection.live_stats = stats[collection.pk]
+        changelist.result_list = page
+        return changelist
+
+    @admin.display(description="depth")
+    def depth(self, obj: Collection) -> int:
+        return obj.live_stats.depth
+
+    @admin.display(description="pending")
+    def pending(self, obj: Collection) -> int:
+        return obj.live_stats.depth_pending
+
+    @admin.display(description="in flight")
+    def in_flight(self, obj: Collection) -> int:
+        return obj.live_stats.in_flight
+
+    @admin.display(description="delayed")
+    def delayed(self, obj: Collection) -> int:
+        return obj.live_stats.delayed
+
+    @admin.display(description="dead")
+    def dead(self, obj: Collection) -> int:
+        return obj.live_stats.dead
+
+    @admin.display(description="oldest pending")
+    def oldest_pending_age(self, obj: Collection) -> str:
+        return age(obj.live_stats.oldest_pending_age_seconds)
+
+    @admin.display(description="stats")
+    def stats_summary(self, obj: Collection) -> str:
+        if obj.pk is None:
+            return "-"
+        stats = services.collection_stats(collection=obj)
+        return (
+            f"depth {stats.depth}, pending {stats.depth_pending}, delayed {stats.delayed}, "
+            f"in flight {stats.in_flight}, dead {stats.dead}, "
+            f"oldest pending {age(stats.oldest_pending_age_seconds)}"
+        )
+
+    # actions: each collection is checked for QUEUE_MANAGE on its group
+    def _managed(self, request: HttpRequest, queryset: QuerySet[Collection]) -> list[Collection]:
+        allowed = [c for c in queryset if may(request, Capability.QUEUE_MANAGE, c.group)]
+        refused = len(queryset) - len(allowed)
+        if refused:
+            messages.error(
+                request, f"Refused for {refused} collection(s): you may not manage them."
+            )
+        return allowed
+
+    def _set_paused(self, request: HttpRequest, queryset: Any, paused: bool) -> None:
+        done = self._managed(request, queryset)
+        for collection in done:
+            services.collection_update(collection=collection, paused=paused)
+            self.log_change(request, collection, "Paused" if paused else "Resumed")
+        if done:
+            verb = "Paused" if paused else "Resumed"
+            messages.success(request, f"{verb} {len(done)} collection(s).")
+
+    @admin.action(description="Pause selected queues", permissions=["manage"])
+    def pause(self, request: HttpRequest, queryset: Any) -> None:
+        self._set_paused(request, queryset, True)
+
+    @admin.action(description="Resume selected queues", permissions=["manage"])
+    def resume(self, request: HttpRequest, queryset: Any) -> None:
+        self._set_paused(request, queryset, False)
+
+    @admin.action(
+        description="Redrive all dead messages of selected queues", permissions=["manage"]
+    )
+    def redrive_dead(self, request: HttpRequest, queryset: Any) -> None:
+        total = 0
+        for collection in self._managed(request, queryset):
+            count = services.messages_redrive(collection=collection, all=True)
+            self.log_change(request, collection, f"Redrove {count} dead message(s)")
+            total += count
+        messages.success(request, f"Redrove {total} dead message(s).")
+
+    @admin.action(description="Purge selected queues...", permissions=["manage"])
+    def purge(self, request: HttpRequest, queryset: Any) -> TemplateResponse | None:
+        """Ask first (a confirmation page); on "yes" delete every ready message
+        (and the dead ones when asked) of each collection the user manages."""
+        collections = self._managed(request, queryset)
+        if not collections:
+            return None
+        if request.POST.get("confirm") != "yes":
+            return self._purge_confirmation(request, collections)
+        include_dead = request.POST.get("include_dead") == "on"
+        total = 0
+        for collection in collections:
+            count = services.collection_purge(collection=collection, include_dead=include_dead)
+            what = "ready and dead" if include_dead else "ready"
+            self.log_change(request, collection, f"Purged {count} {what} message(s)")
+            total += count
+        messages.success(request, f"Purged {total} message(s).")
+        return None
+
+    def _purge_confirmation(
+        self, request: HttpRequest, collections: list[Collection]
+    ) -> TemplateResponse:
+        stats = selectors.collections_stats(collections=collections)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Purge queues: are you sure?",
+            "opts": self.model._meta,
+            "rows": [(c, stats[c.pk]) for c in collections],
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(
+            request, "admin/groupqueues/collection/purge_confirmation.html", context
+        )
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+# ------------------------------------------------------------------ messages
+
+
+class PriorityFilter(admin.SimpleListFilter):
+    """Priority bands (cheap: no scan for the distinct values)."""
+
+    title = "priority"
+    parameter_name = "priority_band"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("high", "above 0"), ("normal", "0"), ("low", "below 0")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Message]) -> Any:
+        band = {"high": {"priority__gt": 0}, "normal": {"priority": 0}, "low": {"priority__lt": 0}}
+        return queryset.filter(**band[self.value()]) if self.value() in band else queryset
+
+
+class CollectionFilter(admin.SimpleListFilter):
+    """The collections the staff user can read."""
+
+    title = "collection"
+    parameter_name = "collection"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        visible = model_admin.visible_collections(request).select_related("group")
+        return [(str(c.pk), str(c)) for c in visible]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Message]) -> Any:
+        value = self.value()
+        return queryset.filter(collection_id=value) if value and value.isdigit() else queryset
+
+
+@admin.register(Message)
+class MessageAdmin(CapabilityAdmin):
+    """The message browser: every field read-only, no add or delete; cancel and
+    redrive are actions through the services."""
+
+    view_capability = Capability.QUEUE_READ
+    change_capability = Capability.QUEUE_CONSUME
+    list_display = [
+        "id", "collection", "state", "priority", "attempt", "max_attempts", "enqueued_at",
+        "deliver_after", "claimed_by", "lease_expires_at", "dead_reason", "died_at",
+    ]  # fmt: skip
+    list_filter = ["state", "dead_reason", PriorityFilter, GroupFilter, CollectionFilter]
+    list_select_related = ["collection__group"]
+    search_fields = ["=id", "idempotency_key", "claimed_by", "enqueued_by"]
+    actions = ["cancel", "redrive"]
+    fields = [
+        "id", "group", "collection", "state", "payload_pretty", "priority", "attempt",
+        "max_attempts", "enqueued_at", "enqueued_by", "deliver_after", "expires_at",
+        "claimed_by", "claimed_at", "lease_expires_at", "last_error", "dead_reason", "died_at",
+        "idempotency_key",
+    ]  # fmt: skip
+    readonly_fields = fields
+    show_full_result_count = False  # the count of a large table is not free
+
+    def group_of(self, obj: Message) -> Group:
+        return obj.group
+
+    def visible_collections(self, request: HttpRequest) -> QuerySet[Collection]:
+        qs = Collection.objects.queues()
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        qs = super().get_queryset(request).order_by("-seq")
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # message fields are read-only; actions check their own capability
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # deleting is "cancel", through the service
+
+    def has_consume_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser or bool(groups_where(request, Capability.QUEUE_CONSUME))
+
+    def has_manage_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser or bool(groups_where(request, Capability.QUEUE_MANAGE))
+
+    @admin.display(description="payload")
+    def payload_pretty(self, obj: Message) -> str:
+        text = json.dumps(obj.payload, indent=2, ensure_ascii=False, sort_keys=True)
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', text)
+
+    def _allowed(
+        self, request: HttpRequest, queryset: Any, capability: Capability
+    ) -> list[Message]:
+        chosen = list(queryset.select_related("collection__group"))
+        allowed = [m for m in chosen if may(request, capability, m.collection.group)]
+        if len(allowed) < len(chosen):
+            messages.error(
+                request, f"Refused for {len(chosen) - len(allowed)} message(s): not allowed."
+            )
+        return allowed
+
+    @admin.action(
+        description="Cancel selected messages (ready or claimed)", permissions=["consume"]
+    )
+    def cancel(self, request: HttpRequest, queryset: Any) -> None:
+        count = 0
+        for message in self._allowed(request, queryset, Capability.QUEUE_CONSUME):
+            if services.message_cancel(collection=message.collection, id=message.id):
+                self.log_change(request, message, "Cancelled")
+                count += 1
+        messages.success(request, f"Cancelled {count} message(s).")
+
+    @admin.action(description="Redrive selected dead messages", permissions=["manage"])
+    def redrive(self, request: HttpRequest, queryset: Any) -> None:
+        by_collection: dict[int, list[Message]] = defaultdict(list)
+        for message in self._allowed(request, queryset, Capability.QUEUE_MANAGE):
+            if message.state == MessageState.DEAD:
+                by_collection[message.collection_id].append(message)
+        total = 0
+        for chosen in by_collection.values():
+            collection = chosen[0].collection
+            total += services.messages_redrive(collection=collection, ids=[m.id for m in chosen])
+            for message in chosen:
+                self.log_change(request, message, "Redriven")
+        messages.success(request, f"Redrove {total} dead message(s).")

@@ -1,0 +1,247 @@
+"""Group queues: shared collections owned by groups and their messages (SPEC §2).
+
+A message row lives while its work is live (``ready`` or ``claimed``) or dead;
+an acked or cancelled message is deleted. ``seq`` (the primary key) is the
+strict enqueue order; ``id`` is the public UUID. ``deliver_after`` is always
+set (the enqueue time when there is no delay), so the claim order is
+``priority DESC, deliver_after ASC, seq ASC`` and the partial index
+``gq_msg_claimable`` serves it directly.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import ClassVar
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from principals.models import Group
+
+COLLECTION_NAME_VALIDATOR = RegexValidator(
+    r"^[A-Za-z0-9._-]{1,64}$", "Use 1-64 letters, digits, dots, underscores and hyphens."
+)
+
+KIB = 1024
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * KIB
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_VISIBILITY_TIMEOUT = 30  # seconds
+DEFAULT_RETRY_BACKOFF_BASE = 1.0  # seconds
+DEFAULT_RETRY_BACKOFF_MAX = 3600.0  # seconds
+DEFAULT_DEAD_RETENTION = 7 * 24 * 3600  # seconds
+
+
+class CollectionKind(models.TextChoices):
+    QUEUE = "queue"
+    KV = "kv"
+    DOCS = "docs"
+    FILES = "files"
+
+
+class MessageState(models.TextChoices):
+    READY = "ready"
+    CLAIMED = "claimed"
+    DEAD = "dead"
+
+
+class DeadReason(models.TextChoices):
+    EXHAUSTED = "exhausted"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+
+LIVE_STATES = (MessageState.READY, MessageState.CLAIMED)
+
+
+class CollectionQuerySet(models.QuerySet["Collection"]):
+    def queues(self) -> CollectionQuerySet:
+        return self.filter(kind=CollectionKind.QUEUE)
+
+    def declared_in(self, groups: list[Group], name: str) -> CollectionQuerySet:
+        """Queue collections called ``name`` declared by any of ``groups``."""
+        return self.queues().filter(group__in=groups, name=name)
+
+
+class Collection(models.Model):
+    """A named shared collection of a group. Only kind ``queue`` holds messages;
+    durations are whole seconds except the backoff, which may be fractional."""
+
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="collections")
+    name = models.CharField(max_length=64, validators=[COLLECTION_NAME_VALIDATOR])
+    kind = models.CharField(
+        max_length=8, choices=CollectionKind.choices, default=CollectionKind.QUEUE
+    )
+    max_payload_bytes = models.PositiveIntegerField(default=DEFAULT_MAX_PAYLOAD_BYTES)
+    default_max_attempts = models.PositiveIntegerField(default=DEFAULT_MAX_ATTEMPTS)
+    visibility_timeout = models.PositiveIntegerField(default=DEFAULT_VISIBILITY_TIMEOUT)
+    retry_backoff_base = models.FloatField(default=DEFAULT_RETRY_BACKOFF_BASE)
+    retry_backoff_max = models.FloatField(default=DEFAULT_RETRY_BACKOFF_MAX)
+    dead_retention = models.PositiveIntegerField(default=DEFAULT_DEAD_RETENTION)
+    max_depth = models.PositiveIntegerField(null=True, blank=True)
+    paused = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects: ClassVar[CollectionQuerySet] = CollectionQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        ordering = ["group_id", "name"]
+        constraints: ClassVar = [
+            models.UniqueConstraint(fields=["group", "name"], name="gq_collection_unique_name"),
+            models.CheckConstraint(
+                condition=Q(kind__in=CollectionKind.values), name="gq_collection_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(default_max_attempts__gte=1), name="gq_collection_max_attempts_min"
+            ),
+            models.CheckConstraint(
+                condition=Q(visibility_timeout__gte=1), name="gq_collection_visibility_min"
+            ),
+            models.CheckConstraint(
+                condition=Q(retry_backoff_base__gte=0)
+                & Q(retry_backoff_max__gte=models.F("retry_backoff_base")),
+                name="gq_collection_backoff_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group.slug}/{self.name}"
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.visibility_timeout)
+
+
+class MessageQuerySet(models.QuerySet["Message"]):
+    def of(self, collection: Collection) -> MessageQuerySet:
+        return self.filter(collection_id=collection.pk)
+
+    def live(self) -> MessageQuerySet:
+        """Ready or claimed (the depth)."""
+        return self.filter(state__in=LIVE_STATES)
+
+    def ready(self) -> MessageQuerySet:
+        return self.filter(state=MessageState.READY)
+
+    def claimed(self) -> MessageQuerySet:
+        return self.filter(state=MessageState.CLAIMED)
+
+    def dead(self) -> MessageQuerySet:
+        return self.filter(state=MessageState.DEAD)
+
+    def due(self, now: datetime) -> MessageQuerySet:
+        """Ready and due now (expired ones included: a claim kills them)."""
+        return self.ready().filter(deliver_after__lte=now)
+
+    def delayed(self, now: datetime) -> MessageQuerySet:
+        return self.ready().filter(deliver_after__gt=now)
+
+    def pending(self, now: datetime) -> MessageQuerySet:
+        """Ready, due and not expired (depth_pending)."""
+        return self.due(now).exclude(expires_at__lte=now)
+
+    def lease_lapsed(self, now: datetime) -> MessageQuerySet:
+        """Claimed with a lease that has run out (claimable again)."""
+        return self.claimed().filter(lease_expires_at__lte=now)
+
+    def held(self, *, id: uuid.UUID, claim_token: uuid.UUID, now: datetime) -> MessageQuerySet:
+        """The message if the caller still holds it: claimed with that token and an
+        unexpired lease (the fence of ack, nack, fail, extend and release)."""
+        return self.claimed().filter(id=id, claim_token=claim_token, lease_expires_at__gt=now)
+
+    def in_claim_order(self) -> MessageQuerySet:
+        return self.order_by("-priority", "deliver_after", "seq")
+
+
+class Message(models.Model):
+    """A queue message. Every state change is one conditional UPDATE/DELETE in
+    ``groupqueues.services`` fenced by the state (and token) it expects."""
+
+    seq = models.BigAutoField(primary_key=True)
+    id = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="+")
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="messages")
+    payload = models.JSONField()
+    priority = models.IntegerField(default=0)
+    enqueued_at = models.DateTimeField()
+    deliver_after = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=8, choices=MessageState.choices, default=MessageState.READY)
+    claim_token = models.UUIDField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=128, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempt = models.IntegerField(default=0)
+    max_attempts = models.IntegerField(default=DEFAULT_MAX_ATTEMPTS)
+    last_error = models.TextField(null=True, blank=True)
+    dead_reason = models.CharField(max_length=9, choices=DeadReason.choices, null=True, blank=True)
+    died_at = models.DateTimeField(null=True, blank=True)
+    enqueued_by = models.CharField(max_length=200, blank=True, default="")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+
+    objects: ClassVar[MessageQuerySet] = MessageQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        ordering = ["seq"]
+        indexes: ClassVar = [
+            # claim: ready rows of a collection in claim order.
+            models.Index(
+                "collection",
+                models.F("priority").desc(),
+                "deliver_after",
+                "seq",
+                name="gq_msg_claimable",
+                condition=Q(state="ready"),
+            ),
+            # claim and reclaim_expired: claimed rows whose lease ran out.
+            models.Index(
+                fields=["collection", "lease_expires_at"],
+                name="gq_msg_lease",
+                condition=Q(state="claimed"),
+            ),
+            # sweep_expired: live rows with an expiry.
+            models.Index(
+                fields=["expires_at"],
+                name="gq_msg_expiry",
+                condition=Q(expires_at__isnull=False) & Q(state__in=["ready", "claimed"]),
+            ),
+            # dead retention pruning and the dead list of a collection.
+            models.Index(
+                fields=["collection", "died_at"], name="gq_msg_dead", condition=Q(state="dead")
+            ),
+        ]
+        constraints: ClassVar = [
+            models.UniqueConstraint(
+                fields=["collection", "idempotency_key"],
+                name="gq_msg_idempotency_key",
+                condition=Q(idempotency_key__isnull=False),
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=MessageState.values), name="gq_msg_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(attempt__gte=0) & Q(max_attempts__gte=1), name="gq_msg_attempt_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=-1000) & Q(priority__lte=1000),
+                name="gq_msg_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="claimed")
+                | (
+                    Q(claim_token__isnull=False)
+                    & Q(lease_expires_at__isnull=False)
+                    & Q(attempt__gte=1)
+                ),
+                name="gq_msg_claimed_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="dead")
+                | (Q(dead_reason__isnull=False) & Q(died_at__isnull=False)),
+                name="gq_msg_dead_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.state})"

@@ -1,0 +1,160 @@
+"""Reads of the group queues: collection lookup and resolution, a message as
+data, depth and stats. Re-exported by ``groupqueues.services`` (one contract)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Min, Q, QuerySet
+
+from groupqueues import exceptions as err
+from groupqueues.models import Collection, CollectionKind, Message, MessageState
+from principals.models import App, Group
+from queueproject import clock
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """SPEC §4 stats: depth = ready + claimed (a lapsed lease still counts until
+    reclaimed); depth_pending = ready, due and not expired; delayed = ready
+    but not yet due; in_flight = claimed; dead; the age of the oldest pending
+    message in seconds (None when nothing is pending)."""
+
+    depth: int
+    depth_pending: int
+    delayed: int
+    in_flight: int
+    dead: int
+    oldest_pending_age_seconds: float | None
+
+
+def collection_get(*, group: Group, name: str) -> Collection:
+    """The queue collection ``name`` declared by ``group`` itself. Raises
+    CollectionNotFound (also for collections of other kinds)."""
+    found = Collection.objects.queues().filter(group=group, name=name).first()
+    if found is None:
+        raise err.CollectionNotFound(f"Group {group.slug!r} has no queue {name!r}.")
+    return found
+
+
+def collection_resolve(*, app: App, name: str) -> Collection:
+    """Resolve ``name`` for ``app``: walk its chain (its group, the parent, … the
+    root) and take the nearest group declaring a ``queue`` collection of that
+    name. Collections of other kinds are not queues. Raises CollectionNotFound."""
+    chain = app.group.ancestors()
+    found = {c.group_id: c for c in Collection.objects.declared_in(chain, name)}
+    for group in chain:
+        if group.pk in found:
+            collection = found[group.pk]
+            collection.group = group
+            return collection
+    raise err.CollectionNotFound(f"No queue {name!r} in the groups of app {app.slug!r}.")
+
+
+def message_get(*, collection: Collection, id: uuid.UUID | str) -> Message:
+    """The message as data, dead ones included. Raises MessageNotFound (also for
+    acked or cancelled messages, ids of other collections and non-UUID ids)."""
+    try:
+        message_id = uuid.UUID(str(id))
+    except ValueError:
+        raise err.MessageNotFound() from None
+    found = Message.objects.of(collection).filter(id=message_id).first()
+    if found is None:
+        raise err.MessageNotFound()
+    return found
+
+
+def collection_depth(*, collection: Collection) -> int:
+    """Live messages (ready + claimed)."""
+    return Message.objects.of(collection).live().count()
+
+
+def collection_depth_pending(*, collection: Collection) -> int:
+    """Ready messages that are due now and not expired."""
+    return Message.objects.of(collection).pending(clock.now()).count()
+
+
+def collection_stats(*, collection: Collection) -> QueueStats:
+    """Depths of the collection in two queries: one over live rows (partial
+    indexes), one over dead rows (the dead index); dead history is never
+    scanned for the live numbers."""
+    now = clock.now()
+    ready = Q(state=MessageState.READY)
+    due = ready & Q(deliver_after__lte=now)
+    pending = due & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    live = (
+        Message.objects.of(collection)
+        .live()
+        .aggregate(
+            depth=Count("seq"),
+            depth_pending=Count("seq", filter=pending),
+            delayed=Count("seq", filter=ready & Q(deliver_after__gt=now)),
+            in_flight=Count("seq", filter=Q(state=MessageState.CLAIMED)),
+            oldest=Min("enqueued_at", filter=pending),
+        )
+    )
+    dead = Message.objects.of(collection).dead().count()
+    oldest = live.pop("oldest")
+    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else None
+    return QueueStats(dead=dead, oldest_pending_age_seconds=age, **live)
+
+
+def collections_of(*, group: Group) -> list[Collection]:
+    """The queue collections a group declares itself, by name."""
+    return list(Collection.objects.filter(group=group, kind=CollectionKind.QUEUE).order_by("name"))
+
+
+def collections_stats(*, collections: list[Collection]) -> dict[int, QueueStats]:
+    """The stats of many collections (by pk) in three grouped queries, one per
+    state (ready, claimed, dead), whatever their number: for lists and the
+    admin changelist. Same numbers as ``collection_stats``, the oldest pending
+    age measured from the ready time (``deliver_after``)."""
+    now = clock.now()
+    messages = Message.objects.filter(collection_id__in=[c.pk for c in collections])
+    pending = Q(deliver_after__lte=now) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    ready = {
+        row.pop("collection_id"): row
+        for row in messages.ready()
+        .values("collection_id")
+        .annotate(
+            ready=Count("pk"),
+            depth_pending=Count("pk", filter=pending),
+            delayed=Count("pk", filter=Q(deliver_after__gt=now)),
+            oldest=Min("deliver_after", filter=pending),
+        )
+        .order_by()
+    }
+    claimed = _count_by_collection(messages.claimed())
+    dead = _count_by_collection(messages.dead())
+    return {
+        c.pk: _stats(ready.get(c.pk), claimed.get(c.pk, 0), dead.get(c.pk, 0), now)
+        for c in collections
+    }
+
+
+def _count_by_collection(messages: QuerySet[Message]) -> dict[int, int]:
+    rows = messages.values("collection_id").annotate(n=Count("pk")).order_by()
+    return {row["collection_id"]: row["n"] for row in rows}
+
+
+def _stats(ready: dict[str, Any] | None, in_flight: int, dead: int, now: datetime) -> QueueStats:
+    ready = ready or {"ready": 0, "depth_pending": 0, "delayed": 0, "oldest": None}
+    oldest = ready["oldest"]
+    return QueueStats(
+        depth=ready["ready"] + in_flight,
+        depth_pending=ready["depth_pending"],
+        delayed=ready["delayed"],
+        in_flight=in_flight,
+        dead=dead,
+        oldest_pending_age_seconds=(
+            max(0.0, (now - oldest).total_seconds()) if oldest is not None else None
+        ),
+    )
+
+
+def dead_messages(*, collection: Collection) -> QuerySet[Message]:
+    """Dead messages of the collection, most recent death first (the dead index)."""
+    return Message.objects.of(collection).dead().order_by("-died_at", "-seq")

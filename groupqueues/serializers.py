@@ -1,0 +1,393 @@
+"""Request and response shapes of the group-queue API (SPEC §4).
+
+Request serializers check types and ranges only, so a bad field is a 400 with
+that field in ``details``; the services decide everything else. Numbers are
+strict: a JSON string or boolean where a number is expected is refused rather
+than coerced, so the API accepts exactly what its OpenAPI schema describes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from groupqueues import validation as check
+from groupqueues.exceptions import InvalidQueueInput
+from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind, Message
+from groupqueues.selectors import QueueStats
+from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
+
+INT32_MAX = 2**31 - 1
+MAX_PAYLOAD_BYTES_MAX = 64 * 1024 * 1024
+WAIT_SECONDS_MAX = 20
+MAX_REDRIVE_IDS = 1000
+
+# ------------------------------------------------------------- strict fields
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that must be a JSON integer (no strings, booleans or 1.0)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number that must be a JSON number (no strings or booleans)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string (no numbers turned into text)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean (no "yes", 1 or "true")."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+def seconds(*, required: bool = False, **kwargs: Any) -> StrictFloatField:
+    """A duration in seconds, 0 … ten years (null = not given)."""
+    return StrictFloatField(
+        min_value=0, max_value=check.DURATION_MAX, required=required, allow_null=not required,
+        **kwargs,
+    )  # fmt: skip
+
+
+def visibility_timeout(*, required: bool) -> StrictIntegerField:
+    return StrictIntegerField(
+        min_value=check.VISIBILITY_TIMEOUT_MIN, max_value=check.VISIBILITY_TIMEOUT_MAX,
+        required=required, allow_null=not required,
+    )  # fmt: skip
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID in its canonical 8-4-4-4-12 hex form only (what ``format: uuid``
+    says), not the braces, URN or bare-hex spellings Python also parses."""
+
+    CANONICAL = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+
+    def to_internal_value(self, data: Any) -> uuid.UUID:
+        if not isinstance(data, str) or not self.CANONICAL.match(data):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+def message_id() -> StrictUUIDField:
+    return StrictUUIDField(format="hex_verbose")
+
+
+@extend_schema_field(
+    {
+        "description": "Any JSON value but null.",
+        "anyOf": [
+            {"type": "object", "additionalProperties": True},
+            {"type": "array", "items": {}},
+            {"type": "string"},
+            {"type": "number"},
+            {"type": "boolean"},
+        ],
+    }
+)
+class PayloadField(serializers.JSONField):
+    """A message payload: any JSON value but null (the parser already refused
+    what a database cannot store)."""
+
+
+# ---------------------------------------------------------------- collections
+
+
+class QueueStatsSerializer(serializers.Serializer):
+    depth = serializers.IntegerField(help_text="Ready + claimed messages.")
+    depth_pending = serializers.IntegerField(help_text="Ready, due and not expired.")
+    delayed = serializers.IntegerField(help_text="Ready but not yet due.")
+    in_flight = serializers.IntegerField(help_text="Claimed.")
+    dead = serializers.IntegerField()
+    oldest_pending_age_seconds = serializers.FloatField(allow_null=True)
+
+    @staticmethod
+    def of(stats: QueueStats) -> dict[str, Any]:
+        return QueueStatsSerializer(stats).data
+
+
+class CollectionSettingsSerializer(serializers.Serializer):
+    """The settings of a collection (PATCH: any subset)."""
+
+    max_payload_bytes = StrictIntegerField(min_value=1, max_value=MAX_PAYLOAD_BYTES_MAX)
+    default_max_attempts = StrictIntegerField(min_value=1, max_value=check.MAX_ATTEMPTS_MAX)
+    visibility_timeout = StrictIntegerField(
+        min_value=check.VISIBILITY_TIMEOUT_MIN, max_value=check.VISIBILITY_TIMEOUT_MAX
+    )
+    retry_backoff_base = StrictFloatField(min_value=0.001, max_value=check.DURATION_MAX)
+    retry_backoff_max = StrictFloatField(min_value=0.001, max_value=check.DURATION_MAX)
+    dead_retention = StrictIntegerField(min_value=0, max_value=check.DURATION_MAX)
+    max_depth = StrictIntegerField(
+        min_value=1, max_value=INT32_MAX, allow_null=True, help_text="null: no limit."
+    )
+    paused = StrictBooleanField(help_text="Claims answer nothing while paused.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.required = False
+
+
+class CollectionCreateSerializer(CollectionSettingsSerializer):
+    name = StrictCharField(min_length=1, max_length=64)
+    kind = serializers.ChoiceField(choices=[CollectionKind.QUEUE], default=CollectionKind.QUEUE)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["name"].required = True
+
+    def validate_name(self, value: str) -> str:
+        if not COLLECTION_NAME_VALIDATOR.regex.match(value):
+            raise serializers.ValidationError(str(COLLECTION_NAME_VALIDATOR.message))
+        return value
+
+
+class CollectionSerializer(serializers.ModelSerializer):
+    """A collection: its settings at the top level (durations in seconds) and
+    its ``stats`` (pass ``context={"stats": {pk: QueueStats}}``)."""
+
+    group = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    stats = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Collection
+        fields = [
+            "name", "kind", "group", "max_payload_bytes", "default_max_attempts",
+            "visibility_timeout", "retry_backoff_base", "retry_backoff_max", "dead_retention",
+            "max_depth", "paused", "created_at", "stats",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    @extend_schema_field(QueueStatsSerializer)
+    def get_stats(self, obj: Collection) -> dict[str, Any]:
+        return QueueStatsSerializer.of(self.context["stats"][obj.pk])
+
+
+# ------------------------------------------------------------------- enqueue
+
+
+def validate_entries(
+    value: list[Any], entry: type[serializers.Serializer], *, field: str, limit: int
+) -> list[dict[str, Any]]:
+    """Validate each entry of a batch; the first bad one (or the first one over
+    ``limit``) rejects the batch with its ``index`` in the details."""
+    if len(value) > limit:
+        raise InvalidQueueInput(
+            f"Give at most {limit} {field}.",
+            details={"index": limit, field: [f"Give at most {limit} entries."]},
+        )
+    out = []
+    for index, data in enumerate(value):
+        serializer = entry(data=data)
+        if not serializer.is_valid():
+            raise InvalidQueueInput(
+                f"Entry {index} of {field} is not valid.",
+                details={"index": index, field: {str(index): serializer.errors}},
+            )
+        out.append(serializer.validated_data)
+    return out
+
+
+class EnqueueSerializer(serializers.Serializer):
+    payload = PayloadField()
+    priority = StrictIntegerField(
+        min_value=check.PRIORITY_MIN, max_value=check.PRIORITY_MAX, default=0,
+        help_text="Higher first.",
+    )  # fmt: skip
+    delay_seconds = seconds(help_text="Not claimable before now + this.")
+    expires_in_seconds = seconds(help_text="Dies (expired) if not done by now + this.")
+    max_attempts = StrictIntegerField(
+        min_value=1, max_value=check.MAX_ATTEMPTS_MAX, required=False, allow_null=True,
+        help_text="Default: the collection's default_max_attempts.",
+    )  # fmt: skip
+    idempotency_key = StrictCharField(
+        min_length=1, max_length=check.IDEMPOTENCY_KEY_MAX, required=False, allow_null=True,
+        trim_whitespace=False,
+        help_text="While a message with this key exists in the collection, the same "
+        "key answers that message's id (200) and inserts nothing.",
+    )  # fmt: skip
+
+    @staticmethod
+    def new_message(data: dict[str, Any]) -> NewMessage:
+        return NewMessage(
+            payload=data["payload"], priority=data.get("priority", 0),
+            delay_seconds=data.get("delay_seconds"),
+            expires_in_seconds=data.get("expires_in_seconds"),
+            max_attempts=data.get("max_attempts"), idempotency_key=data.get("idempotency_key"),
+        )  # fmt: skip
+
+
+@extend_schema_field(EnqueueSerializer(many=True))
+class EnqueueEntriesField(serializers.ListField):
+    """The entries of a batch (validated one by one, for the index)."""
+
+
+class EnqueueBatchSerializer(serializers.Serializer):
+    messages = EnqueueEntriesField(
+        child=serializers.JSONField(), min_length=1,
+        help_text=f"1 to {MAX_BATCH} messages, enqueued all or nothing.",
+    )  # fmt: skip
+
+    def validate_messages(self, value: list[Any]) -> list[NewMessage]:
+        entries = validate_entries(value, EnqueueSerializer, field="messages", limit=MAX_BATCH)
+        return [EnqueueSerializer.new_message(e) for e in entries]
+
+
+class EnqueuedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+
+
+class EnqueuedBatchSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.UUIDField())
+
+
+# --------------------------------------------------------------------- claim
+
+
+class ClaimSerializer(serializers.Serializer):
+    worker_id = StrictCharField(min_length=1, max_length=check.WORKER_ID_MAX, trim_whitespace=False)
+    max_messages = StrictIntegerField(
+        default=1, help_text=f"≤ 0: nothing is claimed; more than {MAX_CLAIM}: {MAX_CLAIM}."
+    )
+    visibility_timeout = visibility_timeout(required=False)
+    wait_seconds = StrictFloatField(
+        min_value=0, max_value=WAIT_SECONDS_MAX, default=0,
+        help_text="Long poll: wait up to this long for a claimable message.",
+    )  # fmt: skip
+
+    def validate_max_messages(self, value: int) -> int:
+        return max(0, min(value, MAX_CLAIM))
+
+
+class ClaimedMessageSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    payload = serializers.JSONField()
+    priority = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+    claim_token = serializers.UUIDField()
+    lease_expires_at = serializers.DateTimeField()
+    enqueued_at = serializers.DateTimeField()
+
+
+class ClaimedSerializer(serializers.Serializer):
+    messages = ClaimedMessageSerializer(many=True)
+
+    @staticmethod
+    def of(messages: list[ClaimedMessage]) -> dict[str, Any]:
+        return ClaimedSerializer({"messages": messages}).data
+
+
+# ------------------------------------------------------ actions of the holder
+
+
+class HeldSerializer(serializers.Serializer):
+    id = message_id()
+    claim_token = message_id()
+
+
+@extend_schema_field(HeldSerializer(many=True))
+class AckEntriesField(serializers.ListField):
+    """The entries of a batch ack (validated one by one, for the index)."""
+
+
+class AckSerializer(serializers.Serializer):
+    acks = AckEntriesField(
+        child=serializers.JSONField(), help_text=f"At most {MAX_ACK_BATCH} (id, claim_token)."
+    )
+
+    def validate_acks(self, value: list[Any]) -> list[tuple[Any, Any]]:
+        entries = validate_entries(value, HeldSerializer, field="acks", limit=MAX_ACK_BATCH)
+        return [(e["id"], e["claim_token"]) for e in entries]
+
+
+class AckResultSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    acked = serializers.BooleanField()
+    reason = serializers.CharField(allow_null=True, help_text="lease_lost when not acked.")
+
+
+class AckedSerializer(serializers.Serializer):
+    acked = serializers.IntegerField()
+    results = AckResultSerializer(many=True)
+
+
+class NackSerializer(HeldSerializer):
+    delay_seconds = seconds(help_text="Omitted or null: the collection's backoff; 0: at once.")
+    error = StrictCharField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False
+    )
+
+
+class FailSerializer(HeldSerializer):
+    error = StrictCharField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False
+    )
+
+
+class ExtendSerializer(HeldSerializer):
+    visibility_timeout = visibility_timeout(required=True)
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    """A message as ``get`` shows it (dead ones included; never its claim token)."""
+
+    group = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    collection = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Message
+        fields = [
+            "id", "group", "collection", "payload", "priority", "state", "attempt",
+            "max_attempts", "enqueued_at", "deliver_after", "expires_at", "claimed_by",
+            "claimed_at", "lease_expires_at", "last_error", "dead_reason", "died_at",
+            "enqueued_by", "idempotency_key",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+# ------------------------------------------------------------------- manage
+
+
+class RedriveSerializer(serializers.Serializer):
+    ids = serializers.ListField(
+        child=message_id(), required=False, max_length=MAX_REDRIVE_IDS,
+        help_text="Dead messages to redrive.",
+    )  # fmt: skip
+    all = StrictBooleanField(default=False, help_text="Redrive every dead message.")
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if ("ids" in data) == bool(data["all"]):
+            raise serializers.ValidationError({"ids": ['Give "ids" or "all": true (one of them).']})
+        return data
+
+
+class PurgeSerializer(serializers.Serializer):
+    include_dead = StrictBooleanField(default=False)
+
+
+class CountSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
