@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import ClassVar
 
@@ -46,13 +47,27 @@ class Scope(models.TextChoices):
     SCRIPT_WRITE = "script:write"
 
 
-class GroupQuerySet(models.QuerySet["Group"]):
-    def by_ref(self, ref: str) -> Group:
-        """The group whose slug or id is ``ref`` (raises Group.DoesNotExist)."""
+SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+
+
+class RefQuerySet(models.QuerySet):
+    """Lookup by "slug or id", as URLs and commands address groups and apps."""
+
+    def by_ref(self, ref: object) -> models.Model:
+        """The row whose UUID id or slug is ``ref`` (raises ``DoesNotExist``;
+        a malformed reference is simply not found, never a database error)."""
+        text = str(ref)
         try:
-            return self.get(id=uuid.UUID(str(ref)))
-        except (ValueError, Group.DoesNotExist):
-            return self.get(slug=ref)
+            return self.get(id=uuid.UUID(text))
+        except ValueError:
+            pass
+        if not SLUG_PATTERN.match(text):
+            raise self.model.DoesNotExist(f"malformed reference {text!r}")
+        return self.get(slug=text)
+
+
+class GroupQuerySet(RefQuerySet):
+    pass
 
 
 class Group(models.Model):
@@ -107,6 +122,8 @@ class App(models.Model):
     webhook_url = models.URLField(max_length=500, blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects: ClassVar[RefQuerySet] = RefQuerySet.as_manager()  # type: ignore[assignment]
 
     class Meta:
         ordering = ["slug"]

@@ -37,13 +37,8 @@ def group_get(*, ref: str) -> Group:
 
 def app_get(*, ref: str) -> App:
     """The app by slug or id (raises AppNotFound)."""
-    import uuid
-
     try:
-        try:
-            return App.objects.select_related("group").get(id=uuid.UUID(str(ref)))
-        except (ValueError, App.DoesNotExist):
-            return App.objects.select_related("group").get(slug=ref)
+        return App.objects.select_related("group").by_ref(ref)
     except App.DoesNotExist as exc:
         raise err.AppNotFound(f"No app {ref!r}.") from exc
 

@@ -15,7 +15,7 @@ MAX_CONTENT = 100_000
 # --- responses --------------------------------------------------------------
 
 
-class MessageSerializer(serializers.ModelSerializer):
+class QueuedMessageSerializer(serializers.ModelSerializer):
     reserved = serializers.BooleanField(read_only=True)
 
     class Meta:
@@ -40,13 +40,13 @@ class MessageSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class AdmissionSerializer(MessageSerializer):
+class AdmissionSerializer(QueuedMessageSerializer):
     merged = serializers.BooleanField(read_only=True)
     appended = serializers.BooleanField(read_only=True)
     replaced = serializers.BooleanField(read_only=True)
 
-    class Meta(MessageSerializer.Meta):
-        fields = [*MessageSerializer.Meta.fields, "merged", "appended", "replaced"]
+    class Meta(QueuedMessageSerializer.Meta):
+        fields = [*QueuedMessageSerializer.Meta.fields, "merged", "appended", "replaced"]
         read_only_fields = fields
 
 
@@ -94,7 +94,7 @@ class QueueStatusSerializer(serializers.Serializer):
     session = serializers.UUIDField(source="session.pk")
     task = serializers.UUIDField(source="session.task_id")
     incarnation_id = serializers.UUIDField(source="session.incarnation_id")
-    entries = MessageSerializer(many=True)
+    entries = QueuedMessageSerializer(many=True)
     count = serializers.IntegerField()
     reserved = serializers.IntegerField()
     max = serializers.IntegerField()
@@ -124,14 +124,14 @@ class PendingMoveSerializer(serializers.ModelSerializer):
 
 class ReservationSerializer(serializers.Serializer):
     reservation_id = serializers.UUIDField()
-    message = MessageSerializer()
+    message = QueuedMessageSerializer()
 
 
-class ReleaseSerializer(MessageSerializer):
+class ReleaseSerializer(QueuedMessageSerializer):
     released = serializers.BooleanField(read_only=True)
 
-    class Meta(MessageSerializer.Meta):
-        fields = [*MessageSerializer.Meta.fields, "released"]
+    class Meta(QueuedMessageSerializer.Meta):
+        fields = [*QueuedMessageSerializer.Meta.fields, "released"]
         read_only_fields = fields
 
 
@@ -148,7 +148,7 @@ class SendNowResultSerializer(serializers.Serializer):
     dispatch = DispatchSerializer()
 
 
-class CountSerializer(serializers.Serializer):
+class RemovedCountSerializer(serializers.Serializer):
     removed = serializers.IntegerField()
 
 

@@ -191,7 +191,7 @@ class MessageListView(SessionView):
     @extend_schema(
         operation_id="sessions_queue_messages_delete_all",
         parameters=[INCARNATION],
-        responses={200: s.CountSerializer, **ERRORS},
+        responses={200: s.RemovedCountSerializer, **ERRORS},
     )
     def delete(self, request: Request, session_id: uuid.UUID) -> Response:
         """Delete every visible entry (reserved ones stay)."""
@@ -208,7 +208,7 @@ def _is_new(admission: services.Admission) -> bool:
 
 def _admission_data(admission: services.Admission) -> dict[str, Any]:
     return {
-        **s.MessageSerializer(admission.entry).data,
+        **s.QueuedMessageSerializer(admission.entry).data,
         "merged": admission.merged,
         "appended": admission.appended,
         "replaced": admission.replaced,
@@ -219,7 +219,7 @@ class MessageDetailView(SessionView):
     @extend_schema(
         request=s.MessageUpdateSerializer,
         parameters=[INCARNATION],
-        responses={200: s.MessageSerializer, **ERRORS},
+        responses={200: s.QueuedMessageSerializer, **ERRORS},
     )
     def patch(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
         """Edit content / attachments / metadata of your own entry (a null metadata
@@ -235,7 +235,7 @@ class MessageDetailView(SessionView):
             metadata_updates=data.get("metadata"),
             identity=self.identity(request, session),
         )
-        return Response(s.MessageSerializer(row).data)
+        return Response(s.QueuedMessageSerializer(row).data)
 
     @extend_schema(parameters=[INCARNATION], responses={204: None, **ERRORS})
     def delete(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
@@ -249,7 +249,7 @@ class MessageDetailView(SessionView):
 
 class MergeUpView(SessionView):
     @extend_schema(
-        request=None, parameters=[INCARNATION], responses={200: s.MessageSerializer, **ERRORS}
+        request=None, parameters=[INCARNATION], responses={200: s.QueuedMessageSerializer, **ERRORS}
     )
     def post(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
         """Fold the entry into the one directly above it; answers the merged entry."""
@@ -260,7 +260,7 @@ class MergeUpView(SessionView):
             queued_by=principal.label,
             identity=self.identity(request, session),
         )
-        return Response(s.MessageSerializer(target).data)
+        return Response(s.QueuedMessageSerializer(target).data)
 
 
 class ReorderView(SessionView):
@@ -311,7 +311,7 @@ class SendNowRestoreView(SessionView):
 
 class SendNowAcknowledgeView(SessionView):
     @extend_schema(
-        request=None, parameters=[INCARNATION], responses={200: s.CountSerializer, **ERRORS}
+        request=None, parameters=[INCARNATION], responses={200: s.RemovedCountSerializer, **ERRORS}
     )
     def post(self, request: Request, session_id: uuid.UUID, claim_id: uuid.UUID) -> Response:
         """Close the claim after the dispatch was accepted (removes durable sources)."""
@@ -396,7 +396,10 @@ class ReserveView(SessionView):
             raise err.AutoRunPaused()
         if row is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        body = {"reservation_id": str(row.reservation_id), "message": s.MessageSerializer(row).data}
+        body = {
+            "reservation_id": str(row.reservation_id),
+            "message": s.QueuedMessageSerializer(row).data,
+        }
         return Response(body)
 
 
@@ -426,7 +429,7 @@ class ReservationReleaseView(SessionView):
             reservation_id=reservation_id,
             identity=self.identity(request, session),
         )
-        return Response({**s.MessageSerializer(row).data, "released": released})
+        return Response({**s.QueuedMessageSerializer(row).data, "released": released})
 
 
 # --- transfer and pending move ----------------------------------------------

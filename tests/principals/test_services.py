@@ -79,3 +79,17 @@ def test_only_an_owner_grants_owner(tree):
     editor = Principal.for_user(member(tree["root"], Role.EDITOR))
     with pytest.raises(err.RoleGrantDenied):
         services.membership_grant(user=target, group=tree["child"], role=Role.VIEWER, by=editor)
+
+
+@pytest.mark.parametrize("ref", ["a\x00b", "Not A Slug", "x" * 300, "../etc", ""])
+def test_malformed_references_are_not_found_not_errors(tree, ref):
+    with pytest.raises(err.GroupNotFound):
+        services.group_get(ref=ref)
+    with pytest.raises(err.AppNotFound):
+        services.app_get(ref=ref)
+
+
+def test_references_by_slug_or_id(tree):
+    assert services.group_get(ref="child") == tree["child"]
+    assert services.group_get(ref=str(tree["child"].pk)) == tree["child"]
+    assert services.app_get(ref=str(tree["app_child"].pk)) == tree["app_child"]
