@@ -79,6 +79,7 @@ class Dispatcher(Runner):
         channel = notify.channel("sq", self.session_id or "any")
         with notify.subscribe(channel) as subscription:
             self._subscription = subscription
+            logger.info("dispatching (session=%s)", self.session_id or "any")
             try:
                 super().run()
             finally:

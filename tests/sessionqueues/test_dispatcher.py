@@ -229,9 +229,25 @@ def test_session_dispatch__stops_cleanly_on_sigterm(ready_session):
         text=True,
     )
     try:
-        time.sleep(2.0)  # let it start and go idle
+        # Signal only once it is running (signal handlers installed): a loaded
+        # machine may take longer than any fixed sleep to import Django.
+        started, lines = threading.Event(), []
+
+        def read_stderr() -> None:
+            for line in process.stderr:
+                lines.append(line)
+                if "dispatching" in line:
+                    started.set()
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        started.wait(30)
+        time.sleep(0.5)  # go idle
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=20)
+        process.wait(timeout=20)
+        out = process.stdout.read()
+        reader.join(5)
+        err = "".join(lines)
     finally:
         if process.poll() is None:
             process.kill()
