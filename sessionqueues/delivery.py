@@ -12,8 +12,10 @@ Raise :class:`DeliveryFailed` (or any exception) when the agent did not get the
 prompt: the entry goes back to its position. Raise :class:`DeliveryUncertain`
 when it may have got it: the entry is dropped (at most once).
 
-Modules named ``deliverers`` in installed apps are imported by
-:func:`autodiscover`, so registering is a matter of defining them there.
+Deliverers live in the shared :class:`~queueproject.registry.Registry`
+``DELIVERERS`` (one name, one callable); the ``deliverers`` module of every
+installed app is imported on first lookup, so registering is a matter of
+defining them there.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils.module_loading import autodiscover_modules
-
+from queueproject.registry import Registry, UnknownName
 from sessionqueues import exceptions as err
 
 
@@ -59,34 +60,17 @@ class DeliveryUncertain(DeliveryFailed):
 
 
 Deliverer = Callable[[Delivery], Any]
-_registry: dict[str, Deliverer] = {}
 
+DELIVERERS: Registry[Deliverer] = Registry("deliverer", "deliverers")
 
-def deliverer(name: str) -> Callable[[Deliverer], Deliverer]:
-    """Register the decorated callable under ``name`` (a later one replaces it)."""
-
-    def register(func: Deliverer) -> Deliverer:
-        _registry[name] = func
-        return func
-
-    return register
-
-
-def autodiscover() -> None:
-    """Import every installed app's ``deliverers`` module (idempotent)."""
-    autodiscover_modules("deliverers")
+#: ``@deliverer("name")`` registers a deliverer (see the module docstring).
+deliverer = DELIVERERS.register
 
 
 def get_deliverer(name: str) -> Deliverer:
     """The deliverer registered as ``name`` (raises InvalidSessionInput)."""
-    autodiscover()
     try:
-        return _registry[name]
-    except KeyError as exc:
-        known = ", ".join(sorted(_registry)) or "none"
+        return DELIVERERS.get(name)
+    except UnknownName as exc:
+        known = ", ".join(DELIVERERS.names()) or "none"
         raise err.InvalidSessionInput(f"Unknown deliverer {name!r}; registered: {known}.") from exc
-
-
-def registered() -> list[str]:
-    autodiscover()
-    return sorted(_registry)

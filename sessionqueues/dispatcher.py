@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import close_old_connections
-
 from queueproject import notify
+from queueproject.runner import Runner
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
 from sessionqueues.delivery import Deliverer, Delivery, DeliveryUncertain, get_deliverer
@@ -46,61 +43,74 @@ class Stats:
         return self.released + self.dropped
 
 
-@dataclass
-class Dispatcher:
-    """Run with :meth:`run`; ``stop()`` (or SIGTERM/SIGINT) ends it after the
-    prompt in hand. A second signal exits at once."""
+class Dispatcher(Runner):
+    """A :class:`~queueproject.runner.Runner`: :meth:`run` dispatches until
+    stopped (``request_stop()`` or a signal, once the prompt in hand is
+    settled), or after one pass (``once``), or once nothing is deliverable
+    (``until_empty``), or after ``max_deliveries``. Counts are in ``stats``.
+    Raises InvalidSessionInput for an unknown deliverer name."""
 
-    deliverer_name: str = "webhook"
-    session_id: Any = None
-    once: bool = False
-    until_empty: bool = False
-    max_deliveries: int | None = None
-    stats: Stats = field(default_factory=Stats)
-    _stopping: threading.Event = field(default_factory=threading.Event)
-    _retry_at: dict[Any, float] = field(default_factory=dict)
-    _failures: dict[Any, int] = field(default_factory=dict)
-    _subscription: notify.Subscription | None = None
+    idle_timeout = IDLE_WAIT
 
-    def __post_init__(self) -> None:
-        self.deliver: Deliverer = get_deliverer(self.deliverer_name)
+    def __init__(
+        self,
+        *,
+        deliverer_name: str = "webhook",
+        session_id: Any = None,
+        once: bool = False,
+        until_empty: bool = False,
+        max_deliveries: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.deliver: Deliverer = get_deliverer(deliverer_name)
+        self.session_id = session_id
+        self.once, self.until_empty, self.max_deliveries = once, until_empty, max_deliveries
+        self.stats = Stats()
+        self._passes = 0
+        self._last_handled: int | None = None
+        self._retry_at: dict[Any, float] = {}
+        self._failures: dict[Any, int] = {}
+        self._subscription: notify.Subscription | None = None
 
-    # --- lifecycle ----------------------------------------------------------
+    # --- the loop (Runner hooks) ------------------------------------------------
 
-    def stop(self) -> None:
-        self._stopping.set()
+    def run(self) -> None:
+        """Subscribe to the wake-up channel, then loop (see :meth:`Runner.run`)."""
+        channel = notify.channel("sq", self.session_id or "any")
+        with notify.subscribe(channel) as subscription:
+            self._subscription = subscription
+            logger.info("dispatching (session=%s)", self.session_id or "any")
+            try:
+                super().run()
+            finally:
+                self._subscription = None
+
+    def tick(self) -> bool:
+        self._last_handled = self.turn()
+        self._passes += 1
+        return self._last_handled > 0
+
+    def should_continue(self) -> bool:
+        if not super().should_continue() or self._quota_reached():
+            return False
+        if self.once and self._passes:
+            return False
+        return not (self.until_empty and self._last_handled == 0)
+
+    def wait(self, timeout: float) -> None:
+        if self._subscription is None:
+            super().wait(timeout)
+            return
+        pending = [at - time.monotonic() for at in self._retry_at.values()]
+        self._subscription.wait(max(0.05, min([timeout, *pending])))
+
+    def request_stop(self) -> None:
+        super().request_stop()
         if self._subscription is not None:
             self._subscription.event.set()  # wake an idle wait now
 
-    def run(self) -> Stats:
-        """Dispatch until stopped, or one pass (``once``), or until nothing is
-        deliverable (``until_empty``). Returns the counts."""
-        previous = self._install_signals()
-        channel = notify.channel("sq", self.session_id or "any")
-        try:
-            with notify.subscribe(channel) as subscription:
-                self._subscription = subscription
-                self._loop(subscription)
-        finally:
-            self._restore_signals(previous)
-            close_old_connections()
-        return self.stats
-
-    def _loop(self, subscription: notify.Subscription) -> None:
-        while not self._stopping.is_set():
-            close_old_connections()
-            handled = self.turn()
-            if self.once or self._quota_reached() or (self.until_empty and handled == 0):
-                return
-            if handled == 0:
-                subscription.wait(self._idle_wait())
-
     def _quota_reached(self) -> bool:
         return self.max_deliveries is not None and self.stats.delivered >= self.max_deliveries
-
-    def _idle_wait(self) -> float:
-        pending = [at - time.monotonic() for at in self._retry_at.values()]
-        return max(0.05, min([IDLE_WAIT, *pending]))
 
     # --- one pass -------------------------------------------------------------
 
@@ -108,7 +118,7 @@ class Dispatcher:
         """Offer one prompt to every deliverable session; returns how many were handled."""
         handled = 0
         for session in selectors.dispatchable_sessions(session_id=self.session_id):
-            if self._stopping.is_set() or self._quota_reached():
+            if self.stopping.is_set() or self._quota_reached():
                 break
             if self._waiting(session):
                 continue
@@ -193,23 +203,3 @@ class Dispatcher:
         self._failures[session.pk] = failures
         delay = min(RETRY_MAX, RETRY_BASE * 2 ** (failures - 1))
         self._retry_at[session.pk] = time.monotonic() + delay
-
-    # --- signals --------------------------------------------------------------
-
-    def _install_signals(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous = {}
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, self._on_signal)
-        return previous
-
-    def _restore_signals(self, previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._stopping.is_set():
-            raise SystemExit(128 + signum)  # second signal: now
-        logger.info("signal %s: finishing the prompt in hand, then stopping", signum)
-        self.stop()

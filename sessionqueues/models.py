@@ -100,8 +100,14 @@ class QueuedMessage(models.Model):
     in flight: invisible to listings, counts, edits, reorder and merge."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="messages")
+    # No single-column FK indexes: qm_session_position and qm_task_session lead
+    # with these columns, and every insert would maintain two more indexes.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     position = models.PositiveIntegerField()
     content = models.TextField(blank=True)
     model = models.CharField(max_length=200, blank=True)

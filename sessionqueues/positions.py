@@ -9,8 +9,9 @@ rows collide.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from django.db.models import F, Max
+from django.db.models import Count, F, Max, Q
 
 from sessionqueues.models import QueuedMessage, Session
 
@@ -26,6 +27,28 @@ def rows(session: Session):  # type: ignore[no-untyped-def]
 def tail_position(session: Session) -> int:
     """The highest position in use (0 for an empty queue)."""
     return rows(session).aggregate(top=Max("position"))["top"] or 0
+
+
+@dataclass(frozen=True)
+class Tail:
+    """What an insert at the tail needs: the highest position in use (0 for an
+    empty queue) and how many rows are visible (the cap counts those)."""
+
+    position: int
+    visible: int
+
+
+def tail(session: Session) -> Tail:
+    """Both numbers in one aggregate query."""
+    found = rows(session).aggregate(
+        top=Max("position"), visible=Count("pk", filter=Q(reservation_id__isnull=True))
+    )
+    return Tail(position=found["top"] or 0, visible=found["visible"])
+
+
+def last_row(session: Session) -> QueuedMessage | None:
+    """The last stored row (reserved included: a reserved tail is no merge target)."""
+    return rows(session).order_by("-position").first()
 
 
 def open_slot(session: Session, position: int) -> None:

@@ -16,14 +16,14 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from principals.models import App
 from queueproject import clock, notify
 from queueproject.conf import product_settings
 from sessionqueues import exceptions as err
-from sessionqueues import positions
+from sessionqueues import positions, sql
 from sessionqueues.models import (
     RESERVED_OWNERS,
     PendingMove,
@@ -114,8 +114,7 @@ def _lock(session_id: Any, identity: SessionIdentity | None = None) -> Session:
 
 def _wake(session: Session) -> None:
     """Tell dispatchers that the session may have something deliverable."""
-    notify.notify(notify.channel("sq", session.pk))
-    notify.notify(notify.channel("sq", "any"))
+    notify.notify_many([notify.channel("sq", session.pk), notify.channel("sq", "any")])
 
 
 def _bump_generation(session: Session) -> None:
@@ -129,12 +128,9 @@ def _cap(max_per_session: int | None) -> int:
     return max_per_session
 
 
-def _check_cap(session: Session, cap: int) -> None:
-    """Raise QueueFull when ``cap > 0`` and the visible entries already fill it."""
-    if cap <= 0:
-        return
-    count = positions.rows(session).visible().count()
-    if count >= cap:
+def _check_cap(count: int, cap: int) -> None:
+    """Raise QueueFull when ``cap > 0`` and ``count`` visible entries already fill it."""
+    if cap > 0 and count >= cap:
         raise err.QueueFull(details={"count": count, "max": cap})
 
 
@@ -285,11 +281,6 @@ def _create(session: Session, entry: NewEntry, position: int) -> QueuedMessage:
     )
 
 
-def _tail(session: Session) -> QueuedMessage | None:
-    """The last stored row (reserved included: a reserved tail is no merge target)."""
-    return positions.rows(session).order_by("-position").first()
-
-
 def _same_sender(target: QueuedMessage, queued_by: str, metadata: dict[str, Any]) -> bool:
     """User/app entries of the same owner, or agent entries of the same sender task."""
     if target.queued_by == "agent" and queued_by == "agent":
@@ -357,17 +348,19 @@ def _admit(session: Session, entry: NewEntry, cap: int) -> Admission:
     """Auto-merge into the tail when enabled and compatible (even at full
     capacity: the fold is the admission), else insert at the tail under the cap."""
     if auto_merge_enabled(session):
-        tail = _tail(session)
-        if tail is not None and _can_fold(tail, entry):
-            _fold(tail, entry.content, entry.attachments, entry.metadata, clock.now())
+        last = positions.last_row(session)
+        if last is not None and _can_fold(last, entry):
+            _fold(last, entry.content, entry.attachments, entry.metadata, clock.now())
             _wake(session)
-            return Admission(tail, merged=True)
+            return Admission(last, merged=True)
     return Admission(_insert_tail(session, entry, cap))
 
 
 def _insert_tail(session: Session, entry: NewEntry, cap: int) -> QueuedMessage:
-    _check_cap(session, cap)
-    row = _create(session, entry, positions.tail_position(session) + 1)
+    """Insert at the position after the last one, under the cap (raises QueueFull)."""
+    tail = positions.tail(session)
+    _check_cap(tail.visible, cap)
+    row = _create(session, entry, tail.position + 1)
     _wake(session)
     return row
 
@@ -397,7 +390,7 @@ def message_append_or_insert_tail(
     """When the tail entry has the same queued_by (and is visible), append the
     content after a ``---`` separator line; otherwise insert (cap applies)."""
     session = _lock(session_id, identity)
-    tail = _tail(session)
+    tail = positions.last_row(session)
     if tail is not None and not tail.reserved and tail.queued_by == entry.queued_by:
         tail.content = f"{tail.content}{APPEND_SEPARATOR}{entry.content}"
         tail.attachments = [*tail.attachments, *entry.attachments]
@@ -539,6 +532,30 @@ def _delete(row: QueuedMessage) -> None:
     QueuedMessage.objects.filter(pk=row.pk).delete()
 
 
+def _db(field: str, value: Any) -> Any:
+    """``value`` as the model field ``field`` stores it (raw SQL parameters).
+    Raises ValidationError for a malformed value."""
+    return QueuedMessage._meta.get_field(field).get_db_prep_value(value, connection, prepared=False)
+
+
+def _returning(statement: str, **params: Any) -> QueuedMessage | None:
+    """Run an ``… RETURNING *`` statement of ``sessionqueues.sql``; its row or None."""
+    found = list(QueuedMessage.objects.raw(statement, params))
+    return found[0] if found else None
+
+
+def _reserve_head(session: Session) -> QueuedMessage | None:
+    """Reserve the visible head for the session's incarnation in one statement
+    (the caller holds the session lock). None when nothing is visible."""
+    return _returning(
+        sql.RESERVE_HEAD,
+        session_id=_db("session", session.pk),
+        reservation_id=_db("reservation_id", uuid.uuid4()),
+        owner=_db("reservation_owner", session.incarnation_id),
+        now=_db("reserved_at", clock.now()),
+    )
+
+
 def _reserve(session: Session, row: QueuedMessage) -> QueuedMessage:
     row.reservation_id = uuid.uuid4()
     row.reservation_owner = session.incarnation_id
@@ -601,8 +618,7 @@ def reservation_reserve_for_delivery(
     session = _lock(session_id, identity)
     if require_auto_run and not session.auto_run:
         return None, False
-    head = _head(session)
-    return (_reserve(session, head) if head is not None else None), session.auto_run
+    return _reserve_head(session), session.auto_run
 
 
 @transaction.atomic
@@ -615,12 +631,11 @@ def reservation_reserve_for_agent(*, session_id: Any) -> QueuedMessage | None:
     session = _lock(session_id)
     if not (session.auto_run and session.agent_ready):
         return None
-    head = _head(session)
-    if head is None:
-        return None
-    session.agent_ready = False
-    session.save(update_fields=["agent_ready"])
-    return _reserve(session, head)
+    row = _reserve_head(session)
+    if row is not None:
+        session.agent_ready = False
+        session.save(update_fields=["agent_ready"])
+    return row
 
 
 def _reserved_row(session: Session, reservation_id: Any) -> QueuedMessage:
@@ -640,8 +655,16 @@ def reservation_acknowledge(
     """Delete exactly the entry reserved under ``reservation_id``; any other
     (or a closed) reservation raises ReservationChanged."""
     session = _lock(session_id, identity)
-    row = _reserved_row(session, reservation_id)
-    _delete(row)
+    try:
+        row = _returning(
+            sql.ACKNOWLEDGE,
+            session_id=_db("session", session.pk),
+            reservation_id=_db("reservation_id", reservation_id),
+        )
+    except ValidationError:
+        row = None
+    if row is None:
+        raise err.ReservationChanged()
     return row
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -42,9 +43,20 @@ class Recorder:
         return self.ready
 
 
+_current: list[Callable[[Any], bool]] = []
+
+
+@deliverer("test-recorder")
+def _recorder(delivery: Any) -> bool:
+    """A registered name can hold one callable only: delegate to the test's recorder."""
+    return _current[-1](delivery)
+
+
 def dispatch(recorder: Recorder, **kwargs: Any) -> Any:
-    deliverer("test-recorder")(recorder)
-    return Dispatcher(deliverer_name="test-recorder", until_empty=True, **kwargs).run()
+    _current.append(recorder)
+    dispatcher = Dispatcher(deliverer_name="test-recorder", until_empty=True, **kwargs)
+    dispatcher.run()
+    return dispatcher.stats
 
 
 @pytest.mark.django_db(transaction=True)
@@ -217,9 +229,25 @@ def test_session_dispatch__stops_cleanly_on_sigterm(ready_session):
         text=True,
     )
     try:
-        time.sleep(2.0)  # let it start and go idle
+        # Signal only once it is running (signal handlers installed): a loaded
+        # machine may take longer than any fixed sleep to import Django.
+        started, lines = threading.Event(), []
+
+        def read_stderr() -> None:
+            for line in process.stderr:
+                lines.append(line)
+                if "dispatching" in line:
+                    started.set()
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        started.wait(30)
+        time.sleep(0.5)  # go idle
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=20)
+        process.wait(timeout=20)
+        out = process.stdout.read()
+        reader.join(5)
+        err = "".join(lines)
     finally:
         if process.poll() is None:
             process.kill()
@@ -240,9 +268,9 @@ def test_dispatcher__wakes_on_notify_within_1s(ready_session):
         delivered_at.append(time.monotonic())
         return True
 
-    deliverer("test-wake")(record)
+    _current.append(record)
     dispatcher = Dispatcher(
-        deliverer_name="test-wake", session_id=ready_session.pk, max_deliveries=1
+        deliverer_name="test-recorder", session_id=ready_session.pk, max_deliveries=1
     )
 
     def run() -> None:
@@ -259,3 +287,41 @@ def test_dispatcher__wakes_on_notify_within_1s(ready_session):
     thread.join(15)
     assert not thread.is_alive()
     assert delivered_at and delivered_at[0] - queued_at < 1.0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_dispatcher__survives_a_lost_database_connection(ready_session):
+    import time
+
+    from django.db import connection
+
+    recorder = Recorder()
+    _current.append(recorder)
+    dispatcher = Dispatcher(
+        deliverer_name="test-recorder", session_id=ready_session.pk, max_deliveries=1
+    )
+    crashed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            dispatcher.run()
+        except BaseException as exc:  # the test fails on any escape
+            crashed.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(1.0)  # idle, holding its connection (and the LISTEN connection)
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cur.fetchone()[0] >= 1
+    # The wake-up may be lost while the listener reconnects: the safety poll finds it.
+    put(ready_session, "after the outage")
+    thread.join(20)
+    assert not thread.is_alive() and not crashed
+    assert recorder.seen == ["after the outage"] and dispatcher.stats.delivered == 1

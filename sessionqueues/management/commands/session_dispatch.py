@@ -27,7 +27,9 @@ class Command(ServiceCommand):
             until_empty=opts["until_empty"],
             max_deliveries=opts["max_deliveries"],
         )
-        stats = dispatcher.run()
+        dispatcher.install_signal_handlers()
+        dispatcher.run()
+        stats = dispatcher.stats
         self.stdout.write(
             f"delivered={stats.delivered} released={stats.released} dropped={stats.dropped}"
         )

@@ -1,0 +1,30 @@
+"""Raw SQL of the session queues (only what the ORM cannot say in one statement).
+
+Both statements run while the caller holds the session's lock row, so they
+need no row locks of their own; they exist to save a round trip on the hot
+path (read the row, then write it → one ``UPDATE``/``DELETE … RETURNING``).
+Portable: PostgreSQL and SQLite ≥ 3.35. Parameters are prepared by the model
+fields (``services._db``), so UUIDs and times are stored as the ORM stores them.
+"""
+
+# Reserve the session's visible head (lowest position) for delivery: stamp the
+# reservation id, owner and time, and return the row; no row when nothing is visible.
+RESERVE_HEAD = """
+UPDATE sessionqueues_queuedmessage
+SET reservation_id = %(reservation_id)s, reservation_owner = %(owner)s, reserved_at = %(now)s
+WHERE id = (
+    SELECT id FROM sessionqueues_queuedmessage
+    WHERE session_id = %(session_id)s AND reservation_id IS NULL
+    ORDER BY position
+    LIMIT 1
+)
+RETURNING *
+"""
+
+# Delete exactly the entry reserved under ``reservation_id`` in this session and
+# return it; no row when that reservation is not open here (any more).
+ACKNOWLEDGE = """
+DELETE FROM sessionqueues_queuedmessage
+WHERE session_id = %(session_id)s AND reservation_id = %(reservation_id)s
+RETURNING *
+"""
