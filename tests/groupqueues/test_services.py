@@ -752,3 +752,29 @@ def test_resolve_then_enqueue_through_the_chain(tree):
     queue = services.collection_resolve(app=app, name="emails")
     enqueue(queue)
     assert services.collection_depth(collection=queue) == 1
+
+
+def test_enqueue_batch__options_per_entry(queue, frozen):
+    at = clock.now() + timedelta(minutes=5)
+    results = services.message_enqueue_batch(
+        collection=queue,
+        messages=[
+            services.NewMessage(payload={"plain": "é"}),
+            services.NewMessage(
+                payload=[1, 2], priority=-7, delay_seconds=30, expires_in_seconds=90,
+                max_attempts=9, idempotency_key='k"ey',
+            ),
+            services.NewMessage(payload=None, deliver_after=at, expires_at=at),
+        ],
+        enqueued_by="user:1",
+    )  # fmt: skip
+    plain, rich, nulls = (services.message_get(collection=queue, id=r.id) for r in results)
+    assert (plain.payload, plain.priority, plain.deliver_after) == ({"plain": "é"}, 0, clock.now())
+    assert (plain.max_attempts, plain.expires_at, plain.idempotency_key) == (3, None, None)
+    assert (rich.payload, rich.priority, rich.max_attempts, rich.idempotency_key) == (
+        [1, 2], -7, 9, 'k"ey',
+    )  # fmt: skip
+    assert rich.deliver_after == clock.now() + timedelta(seconds=30)
+    assert rich.expires_at == clock.now() + timedelta(seconds=90)
+    assert (nulls.payload, nulls.deliver_after, nulls.expires_at) == (None, at, at)
+    assert {m.enqueued_by for m in (plain, rich, nulls)} == {"user:1"}
