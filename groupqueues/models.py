@@ -191,7 +191,8 @@ class Message(models.Model):
     class Meta:
         ordering = ["seq"]
         indexes: ClassVar = [
-            # claim: ready rows of a collection in claim order.
+            # claim: ready rows of a collection in claim order. expires_at rides
+            # along (INCLUDE) so the ready stats are an index-only scan.
             models.Index(
                 "collection",
                 models.F("priority").desc(),
@@ -199,6 +200,7 @@ class Message(models.Model):
                 "seq",
                 name="gq_msg_claimable",
                 condition=Q(state="ready"),
+                include=["expires_at"],
             ),
             # claim and reclaim_expired: claimed rows whose lease ran out.
             models.Index(

@@ -5,6 +5,7 @@ runs them as server-side prepared statements."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.db import connection
@@ -20,16 +21,23 @@ def cursor() -> Any:
     ordinary cursor when ``QUEUE_PREPARED_STATEMENTS`` is off."""
     if not product_settings().queue_prepared_statements:
         return connection.cursor()
-    from django.db.backends.postgresql.base import ServerBindingCursor
-
-    class PreparedCursor(ServerBindingCursor):
-        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            return super().execute(query, params, prepare=True)
-
     connection.ensure_connection()
     # The same wrapping Django's own connection.cursor() applies.
     with connection.wrap_database_errors:
-        return connection._prepare_cursor(PreparedCursor(connection.connection))
+        return connection._prepare_cursor(_prepared_cursor_class()(connection.connection))
+
+
+@functools.cache
+def _prepared_cursor_class() -> type:
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        """Binds server-side and prepares every statement it runs."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            return super().execute(query, params, prepare=True)
+
+    return PreparedCursor
 
 
 # The PostgreSQL claim: ONE statement (one round trip, autocommit is enough).

@@ -658,7 +658,7 @@ def test_stats__counts_each_kind(queue, frozen):
     assert stats.delayed == 1
     assert stats.depth_pending == 2  # pending and last-try
     assert stats.dead == 0
-    assert stats.oldest_pending_age_seconds == pytest.approx(2)
+    assert stats.oldest_pending_age_seconds == pytest.approx(2)  # "pending", ready since t+10
     assert services.collection_depth(collection=queue) == 5
     assert services.collection_depth_pending(collection=queue) == 2
 
