@@ -155,7 +155,6 @@ def add_dead_rows(count: int) -> None:
                 """,
                 {"group": queue.group_id, "collection": queue.pk, "count": count},
             )
-            cur.execute("ANALYZE groupqueues_message")
         else:
             cur.execute(
                 """
@@ -170,14 +169,78 @@ def add_dead_rows(count: int) -> None:
                 """,
                 [count, queue.group_id.hex, queue.pk],
             )
+    settle()
+
+
+def settle() -> None:
+    """Steady state before measuring: statistics and the visibility map as
+    autovacuum would leave them, and (PostgreSQL) the bulk insert's WAL
+    checkpointed so its fsyncs do not land inside the next measurement."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("VACUUM ANALYZE groupqueues_message")
+            cur.execute("CHECKPOINT")
+        else:
             cur.execute("ANALYZE")
+
+
+PGBENCH_ENQUEUE = """
+INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority, enqueued_at,
+    deliver_after, state, claimed_by, attempt, max_attempts, enqueued_by)
+VALUES (gen_random_uuid(), ':gid'::uuid, :cid, '{"i": 1}', 0, now(), now(), 'ready', '', 0, 3,
+    'bench');
+"""
+
+
+def pgbench_baseline(database_url: str, count: int) -> None:
+    """The same statements through pgbench's C client (no Python at all), under
+    the machine's current load: single-row enqueue, and claim (sql.CLAIM_POSTGRES
+    with n=1) + ack (sql.ACK_POSTGRES). Our rates divided by these are the
+    share of the database's own speed that the services keep."""
+    import re
+    import shutil
+    import subprocess
+
+    from groupqueues import sql
+
+    if shutil.which("pgbench") is None:
+        print("(pgbench not found: no raw baseline)")
+        return
+    queue = new_queue("pgbench")
+    values = {"collection_id": ":cid", "now": "now()", "n": "1", "worker_id": "'pgbench'",
+              "lease_expires_at": "now() + interval '300 s'", "id": "':id'::uuid",
+              "token": "':claim_token'::uuid"}  # fmt: skip
+    inline = lambda q: re.sub(r"%\((\w+)\)s", lambda m: values[m[1]], q).strip()  # noqa: E731
+    claim = inline(sql.CLAIM_POSTGRES).replace("m.payload::text", "m.payload::text AS payload")
+    scripts = {
+        "enqueue one by one": PGBENCH_ENQUEUE.strip(),
+        "claim+ack batch   1": f"{claim} \\gset\n{inline(sql.ACK_POSTGRES)};",
+    }
+    for label, script in scripts.items():
+        fill(queue, count + 100)
+        settle()
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+            f.write(script.replace("\n", "\n") + "\n")
+        out = subprocess.run(
+            ["pgbench", "-n", "-c", "1", "-t", str(count), "-f", f.name,
+             "-D", f"cid={queue.pk}", "-D", f"gid={queue.group_id}", database_url],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        tps = re.search(r"tps = ([\d.]+)", out.stdout)
+        if tps is None:
+            print(f"pgbench {label}: failed: {out.stderr.strip()[:300]}")
+        else:
+            print(f"{'pgbench ' + label:<42} {float(tps[1]):>10,.0f} msg/s  (raw SQL, C client)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
     parser.add_argument("--dead", type=int, default=1_000_000, help="dead rows to add")
-    parser.add_argument("--only", default="", help="comma list of scenarios to run")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per scenario; best shown")
+    parser.add_argument("--pgbench", action="store_true", help="also run the raw pgbench baseline")
     args = parser.parse_args()
     database_url = os.environ.get("DATABASE_URL")
     tmp = None
@@ -188,16 +251,20 @@ def main() -> None:
     migrate()
     from django.db import connection
 
-    print(f"database: {connection.vendor}  (scale {args.scale})")
+    load = os.getloadavg()[0]
+    print(f"database: {connection.vendor}  (scale {args.scale}, load average {load:.2f})")
     n = lambda base: max(100, int(base * args.scale))  # noqa: E731
-    only = set(filter(None, args.only.split(",")))
 
     def run(label: str, fn, *fnargs) -> None:  # type: ignore[no-untyped-def]
-        if only and label.split()[0] not in only:
-            return
-        done, seconds = fn(*fnargs)
+        runs = []
+        for _ in range(args.repeat):
+            settle()
+            runs.append(fn(*fnargs))
+        done, seconds = max(runs, key=lambda r: r[0] / r[1])
         print(f"{label:<42} {rate(done, seconds)}", flush=True)
 
+    if args.pgbench and connection.vendor == "postgresql":
+        pgbench_baseline(database_url, n(5_000))
     run("enqueue one by one", bench_enqueue_single, n(5_000))
     run("enqueue batches of 500", bench_enqueue_batch, n(100_000))
     for batch, base in ((1, 5_000), (100, 100_000)):
@@ -206,11 +273,10 @@ def main() -> None:
                 f"claim+ack batch {batch:>3}, {processes} process(es)",
                 bench_claim_ack, n(base), batch, processes, database_url,
             )  # fmt: skip
-    if args.dead and (not only or "dead" in only):
+    if args.dead:
         start = time.perf_counter()
         add_dead_rows(args.dead)
         print(f"(inserted {args.dead:,} dead rows in {time.perf_counter() - start:.1f} s)")
-        only.discard("dead")
         for batch, base in ((1, 5_000), (100, 100_000)):
             run(
                 f"claim+ack batch {batch:>3}, 1 process, dead rows",
@@ -220,3 +286,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    print(f"(load average at the end {os.getloadavg()[0]:.2f})")

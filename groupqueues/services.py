@@ -634,7 +634,7 @@ def _claim_postgres(
         cur.execute(sql.CLAIM_POSTGRES, params)
         rows = [dict(zip(_CLAIM_COLUMNS, r, strict=True)) for r in cur.fetchall()]
     claimed = [r for r in rows if r["state"] == MessageState.CLAIMED]
-    for row in claimed:  # jsonb arrives as text on a raw cursor (Django's loader)
+    for row in claimed:
         row["payload"] = json.loads(row["payload"])
     return _claimed(claimed), len(rows) - len(claimed)
 

@@ -3,6 +3,8 @@ use their partial indexes rather than scanning the message table."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -95,15 +97,36 @@ def big_queue(transactional_db):
     return queue
 
 
+def _generic_plan(query, types):
+    """The plan PostgreSQL keeps for a prepared statement whatever the values
+    (``types``: the parameters' types in order of first appearance)."""
+    positions: dict[str, int] = {}
+
+    def number(match):
+        return f"${positions.setdefault(match[1], len(positions) + 1)}"
+
+    numbered = re.sub(r"%\((\w+)\)s", number, query)
+    with connection.cursor() as cur:
+        cur.execute("SET plan_cache_mode = force_generic_plan")
+        cur.execute(f"PREPARE generic_claim({', '.join(types)}) AS {numbered}")
+        cur.execute(f"EXPLAIN EXECUTE generic_claim({', '.join('NULL' for _ in types)})")
+        plan = "\n".join(row[0] for row in cur.fetchall())
+        cur.execute("DEALLOCATE generic_claim")
+        cur.execute("RESET plan_cache_mode")
+    return plan
+
+
 @pytest.mark.postgres
 def test_claim__uses_the_claimable_index(big_queue):
     now = clock.now()
     params = {"collection_id": big_queue.pk, "now": now, "n": 10, "worker_id": WORKER,
               "lease_expires_at": now}  # fmt: skip
-    plan = _plan(sql.CLAIM_POSTGRES, params)
-    assert "Seq Scan on groupqueues_message" not in plan, plan
-    assert "gq_msg_claimable" in plan, plan
-    assert "gq_msg_lease" in plan, plan
+    # the plan for these values, and the generic plan a prepared statement keeps
+    types = ["bigint", "timestamptz", "int", "text", "timestamptz"]
+    for plan in (_plan(sql.CLAIM_POSTGRES, params), _generic_plan(sql.CLAIM_POSTGRES, types)):
+        assert "Seq Scan on groupqueues_message" not in plan, plan
+        assert "gq_msg_claimable" in plan, plan
+        assert "gq_msg_lease" in plan, plan
     assert len(claim(big_queue, 10)) == 10
 
 
