@@ -925,12 +925,21 @@ def _scope(collection: Collection | None):  # type: ignore[no-untyped-def]
 def messages_reclaim_expired(*, collection: Collection | None = None) -> int:
     """Claimed messages whose lease lapsed become ready again (or dead
     ``exhausted`` when out of attempts), in one UPDATE fenced by state and lease,
-    so an ack or extend that landed first wins. All collections when
-    ``collection`` is None. Returns how many changed."""
+    so an ack or extend that landed first wins; wakes the collection's
+    consumers. ``collection=None``: every collection with lapsed leases, one
+    transaction each. Returns how many changed."""
     now = clock.now()
+    if collection is None:
+        lapsed = Message.objects.lease_lapsed(now).values_list("collection_id", flat=True)
+        collections = Collection.objects.filter(pk__in=set(lapsed))
+        return sum(messages_reclaim_expired(collection=c) for c in collections)
     with transaction.atomic():
-        count = _scope(collection).lease_lapsed(now).update(**_UNCLAIMED, **_retry_or_die(now))
-        if count and collection is not None:
+        count = (
+            Message.objects.of(collection)
+            .lease_lapsed(now)
+            .update(**_UNCLAIMED, **_retry_or_die(now))
+        )
+        if count:
             _wake(collection)
     return count
 

@@ -778,3 +778,16 @@ def test_enqueue_batch__options_per_entry(queue, frozen):
     assert rich.expires_at == clock.now() + timedelta(seconds=90)
     assert (nulls.payload, nulls.deliver_after, nulls.expires_at) == (None, at, at)
     assert {m.enqueued_by for m in (plain, rich, nulls)} == {"user:1"}
+
+
+def test_maintenance__without_a_collection_covers_every_queue(queue, group, frozen):
+    other = services.collection_create(group=group, name="other")
+    for q in (queue, other):
+        enqueue(q, expires_in_seconds=100)
+        enqueue(q)
+        claim(q, 1, visibility_timeout=5)
+    clock.advance(5)
+    assert services.messages_reclaim_expired() == 2
+    clock.advance(100)
+    assert services.messages_sweep_expired() == services.SweepResult(2, 0)
+    assert Message.objects.filter(state="ready").count() == 2
