@@ -31,7 +31,6 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, DateTimeField, F, JSONField, Q, Value, When
-from django.db.models.fields import UUIDField
 
 from groupqueues import exceptions as err
 from groupqueues import sql
@@ -653,14 +652,12 @@ def _claim_portable(
         take = {c["seq"]: uuid.uuid4() for c in candidates if c["seq"] not in died}
         if not take:
             return [], len(died)
-        tokens = Case(
-            *[When(seq=seq, then=Value(token)) for seq, token in take.items()],
-            output_field=UUIDField(),
-        )
-        Message.objects.filter(seq__in=list(take), state__in=LIVE_STATES).update(
-            state=MessageState.CLAIMED, claim_token=tokens, claimed_by=worker_id,
-            claimed_at=now, lease_expires_at=lease, attempt=F("attempt") + 1,
-        )  # fmt: skip
+        ops = connection.ops
+        at, until = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(lease)
+        with connection.cursor() as cur:
+            cur.executemany(sql.CLAIM_ROW_SQLITE, [
+                (token.hex, worker_id, at, until, seq) for seq, token in take.items()
+            ])  # fmt: skip
         rows = list(Message.objects.filter(seq__in=list(take)).values(*_CLAIM_COLUMNS))
     return _claimed(rows), len(died)
 
@@ -771,16 +768,14 @@ def _ack_batch_postgres(
 def _ack_batch_portable(
     collection: Collection, pairs: list[tuple[uuid.UUID, uuid.UUID]], now: datetime
 ) -> set[uuid.UUID]:
-    """SQLite: the IMMEDIATE transaction holds the write lock, so the rows read
-    as held are exactly those the fenced DELETE removes."""
-    match = Q()
-    for i, t in pairs:
-        match |= Q(id=i, claim_token=t)
-    held = Message.objects.of(collection).claimed().filter(lease_expires_at__gt=now).filter(match)
-    with transaction.atomic():
-        landed = dict(held.values_list("seq", "id"))
-        Message.objects.filter(seq__in=landed, state=MessageState.CLAIMED).delete()
-    return set(landed.values())
+    """SQLite: one DELETE … RETURNING of the pairs still held."""
+    query = sql.ACK_BATCH_SQLITE.format(pairs=", ".join(["(%s, %s)"] * len(pairs)))
+    params: list[Any] = [collection.pk, connection.ops.adapt_datetimefield_value(now)]
+    for message_id, token in pairs:
+        params += [message_id.hex, token.hex]
+    with connection.cursor() as cur:
+        cur.execute(query, params)
+        return {uuid.UUID(row[0]) for row in cur.fetchall()}
 
 
 def _backoff_deliver_after(collection: Collection, now: datetime) -> Case:

@@ -159,3 +159,26 @@ DELETE FROM groupqueues_message
 WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_id)s
   AND state = 'claimed' AND lease_expires_at > %(now)s
 """
+
+
+# --- SQLite (raw only where the ORM's query building dominated the time) ---
+# Django stores UUIDs there as 32 hex digits and datetimes as ISO text in UTC:
+# the caller adapts parameters with connection.ops (see services).
+
+# Claim one candidate inside the claim's IMMEDIATE transaction (executemany:
+# one row per message, each with its own token); fenced by the live state.
+CLAIM_ROW_SQLITE = """
+UPDATE groupqueues_message
+SET state = 'claimed', claim_token = %s, claimed_by = %s, claimed_at = %s,
+    lease_expires_at = %s, attempt = attempt + 1
+WHERE seq = %s AND state IN ('ready', 'claimed')
+"""
+
+# Ack a batch: one DELETE of the (id, token) pairs still held; RETURNING says
+# which landed. ``{pairs}`` is "(%s, %s), " repeated once per pair.
+ACK_BATCH_SQLITE = """
+DELETE FROM groupqueues_message
+WHERE collection_id = %s AND state = 'claimed' AND lease_expires_at > %s
+  AND (id, claim_token) IN (VALUES {pairs})
+RETURNING id
+"""
