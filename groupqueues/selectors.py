@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Count, Min, Q
 
 from groupqueues import exceptions as err
-from groupqueues.models import Collection, CollectionKind, Message
+from groupqueues.models import Collection, CollectionKind, Message, MessageQuerySet
 from principals.models import App, Group
 from queueproject import clock
 
@@ -125,3 +125,9 @@ def collection_stats(*, collection: Collection) -> QueueStats:
 def collections_of(*, group: Group) -> list[Collection]:
     """The queue collections a group declares itself, by name."""
     return list(Collection.objects.filter(group=group, kind=CollectionKind.QUEUE).order_by("name"))
+
+
+def messages_dead(*, collection: Collection) -> MessageQuerySet:
+    """The dead messages of a collection, most recent death first (a QuerySet to
+    paginate; served by the gq_msg_dead index)."""
+    return Message.objects.of(collection).dead().order_by("-died_at", "-seq")

@@ -51,7 +51,9 @@ from groupqueues.selectors import (  # re-exported: reads belong to the contract
     collection_get,
     collection_resolve,
     collection_stats,
+    collections_of,
     message_get,
+    messages_dead,
 )
 from principals.models import Group
 from queueproject import clock, notify
@@ -73,6 +75,7 @@ __all__ = [
     "collection_resolve",
     "collection_stats",
     "collection_update",
+    "collections_of",
     "message_ack",
     "message_ack_batch",
     "message_cancel",
@@ -84,6 +87,7 @@ __all__ = [
     "message_get",
     "message_nack",
     "message_release",
+    "messages_dead",
     "messages_drop_exhausted",
     "messages_prune_dead",
     "messages_reclaim_expired",

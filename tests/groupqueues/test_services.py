@@ -791,3 +791,16 @@ def test_maintenance__without_a_collection_covers_every_queue(queue, group, froz
     clock.advance(100)
     assert services.messages_sweep_expired() == services.SweepResult(2, 0)
     assert Message.objects.filter(state="ready").count() == 2
+
+
+def test_reads__collections_of_a_group_and_its_dead_list(queue, group, frozen):
+    services.collection_create(group=group, name="alpha")
+    services.collection_create(group=group, name="store", kind="docs")
+    assert [c.name for c in services.collections_of(group=group)] == ["alpha", "jobs"]
+    first, second = enqueue(queue), enqueue(queue)
+    for message in claim(queue, 2):
+        services.message_fail(
+            collection=queue, id=message.id, claim_token=message.claim_token, error=""
+        )
+        clock.advance(1)
+    assert [m.id for m in services.messages_dead(collection=queue)] == [second, first]
