@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Count, Min, Q, QuerySet
 
 from groupqueues import exceptions as err
-from groupqueues.models import Collection, CollectionKind, Message, MessageState
+from groupqueues.models import Collection, CollectionKind, Message, MessageQuerySet
 from principals.models import App, Group
 from queueproject import clock
 
@@ -67,9 +67,33 @@ def message_get(*, collection: Collection, id: uuid.UUID | str) -> Message:
     return found
 
 
+# Each count reads one state, so PostgreSQL answers it from that state's
+# partial index (index-only when the visibility map allows): ready rows from
+# gq_msg_claimable (expires_at is INCLUDEd), claimed from gq_msg_lease, dead
+# from gq_msg_dead. None of the live numbers ever touches dead history.
+
+
+def _ready_counts(collection: Collection, now: datetime) -> dict[str, Any]:
+    """Counts over the ready rows: all, pending (due, not expired), and the
+    ready time of the oldest pending one."""
+    pending = Q(deliver_after__lte=now) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    return (
+        Message.objects.of(collection)
+        .ready()
+        .aggregate(
+            ready=Count("pk"),
+            depth_pending=Count("pk", filter=pending),
+            delayed=Count("pk", filter=Q(deliver_after__gt=now)),
+            oldest=Min("deliver_after", filter=pending),
+        )
+    )
+
+
 def collection_depth(*, collection: Collection) -> int:
-    """Live messages (ready + claimed)."""
-    return Message.objects.of(collection).live().count()
+    """Live messages (ready + claimed; a claimed one with a lapsed lease counts
+    until it is claimed again or reclaimed)."""
+    messages = Message.objects.of(collection)
+    return messages.ready().count() + messages.claimed().count()
 
 
 def collection_depth_pending(*, collection: Collection) -> int:
@@ -78,28 +102,24 @@ def collection_depth_pending(*, collection: Collection) -> int:
 
 
 def collection_stats(*, collection: Collection) -> QueueStats:
-    """Depths of the collection in two queries: one over live rows (partial
-    indexes), one over dead rows (the dead index); dead history is never
-    scanned for the live numbers."""
+    """The SPEC §4 stats in three index-served queries (ready, claimed, dead).
+    ``oldest_pending_age_seconds`` is measured from the oldest pending
+    message's ready time (its enqueue time unless it was delayed or retried)."""
     now = clock.now()
-    ready = Q(state=MessageState.READY)
-    due = ready & Q(deliver_after__lte=now)
-    pending = due & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-    live = (
-        Message.objects.of(collection)
-        .live()
-        .aggregate(
-            depth=Count("seq"),
-            depth_pending=Count("seq", filter=pending),
-            delayed=Count("seq", filter=ready & Q(deliver_after__gt=now)),
-            in_flight=Count("seq", filter=Q(state=MessageState.CLAIMED)),
-            oldest=Min("enqueued_at", filter=pending),
-        )
-    )
+    ready = _ready_counts(collection, now)
+    in_flight = Message.objects.of(collection).claimed().count()
     dead = Message.objects.of(collection).dead().count()
-    oldest = live.pop("oldest")
-    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else None
-    return QueueStats(dead=dead, oldest_pending_age_seconds=age, **live)
+    oldest = ready["oldest"]
+    return QueueStats(
+        depth=ready["ready"] + in_flight,
+        depth_pending=ready["depth_pending"],
+        delayed=ready["delayed"],
+        in_flight=in_flight,
+        dead=dead,
+        oldest_pending_age_seconds=(
+            max(0.0, (now - oldest).total_seconds()) if oldest is not None else None
+        ),
+    )
 
 
 def collections_of(*, group: Group) -> list[Collection]:
@@ -155,6 +175,7 @@ def _stats(ready: dict[str, Any] | None, in_flight: int, dead: int, now: datetim
     )
 
 
-def dead_messages(*, collection: Collection) -> QuerySet[Message]:
-    """Dead messages of the collection, most recent death first (the dead index)."""
+def messages_dead(*, collection: Collection) -> MessageQuerySet:
+    """The dead messages of a collection, most recent death first (a QuerySet to
+    paginate; served by the gq_msg_dead index)."""
     return Message.objects.of(collection).dead().order_by("-died_at", "-seq")

@@ -31,8 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, DateTimeField, F, Q, Value, When
-from django.db.models.fields import UUIDField
+from django.db.models import Case, DateTimeField, F, JSONField, Q, Value, When
 
 from groupqueues import exceptions as err
 from groupqueues import sql
@@ -53,10 +52,13 @@ from groupqueues.selectors import (  # re-exported: reads belong to the contract
     collection_get,
     collection_resolve,
     collection_stats,
+    collections_of,
     message_get,
+    messages_dead,
 )
 from principals.models import Group
 from queueproject import clock, notify
+from queueproject.conf import product_settings
 
 __all__ = [
     "AckBatchResult",
@@ -74,6 +76,7 @@ __all__ = [
     "collection_resolve",
     "collection_stats",
     "collection_update",
+    "collections_of",
     "message_ack",
     "message_ack_batch",
     "message_cancel",
@@ -86,6 +89,7 @@ __all__ = [
     "message_get",
     "message_nack",
     "message_release",
+    "messages_dead",
     "messages_drop_exhausted",
     "messages_prune_dead",
     "messages_reclaim_expired",
@@ -302,11 +306,26 @@ def _wake(collection: Collection) -> None:
 # ------------------------------------------------------------------- enqueue
 
 
+@dataclass(slots=True)
+class _Row:
+    """A validated new message, ready to insert."""
+
+    id: uuid.UUID
+    payload: Any
+    payload_json: str
+    priority: int
+    deliver_after: datetime
+    expires_at: datetime | None
+    max_attempts: int
+    idempotency_key: str | None
+
+
 def _prepare(
-    collection: Collection, new: NewMessage, *, now: datetime, enqueued_by: str, index: int | None
-) -> Message:
-    """Validate one new message and build its (unsaved) row."""
-    size = check.payload_size(new.payload, index=index)
+    collection: Collection, new: NewMessage, *, now: datetime, max_depth: int, index: int | None
+) -> _Row:
+    """Validate one new message (raises InvalidQueueInput, MessageTooLarge)."""
+    text = check.payload_json(new.payload, max_depth=max_depth, index=index)
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > collection.max_payload_bytes:
         details = {"payload_bytes": size, "max_payload_bytes": collection.max_payload_bytes}
         if index is not None:
@@ -315,28 +334,10 @@ def _prepare(
             f"The payload is {size} bytes; the collection allows {collection.max_payload_bytes}.",
             details=details,
         )
-    priority = check.check_int(
-        new.priority, "priority", low=check.PRIORITY_MIN, high=check.PRIORITY_MAX, index=index
-    )
-    deliver_after = (
-        _when(
-            new.delay_seconds,
-            new.deliver_after,
-            "delay_seconds",
-            "deliver_after",
-            now=now,
-            index=index,
-        )
-        or now
-    )
-    expires_at = _when(
-        new.expires_in_seconds,
-        new.expires_at,
-        "expires_in_seconds",
-        "expires_at",
-        now=now,
-        index=index,
-    )
+    priority = new.priority
+    if priority != 0 or type(priority) is not int:
+        check.check_int(priority, "priority", low=check.PRIORITY_MIN, high=check.PRIORITY_MAX,
+                        index=index)  # fmt: skip
     max_attempts = collection.default_max_attempts
     if new.max_attempts is not None:
         max_attempts = check.check_int(
@@ -344,13 +345,14 @@ def _prepare(
         )
     key = new.idempotency_key
     if key is not None:
-        key = check.check_text(
-            key, "idempotency_key", low=1, high=check.IDEMPOTENCY_KEY_MAX, index=index
-        )
-    return Message(
-        group_id=collection.group_id, collection_id=collection.pk, payload=new.payload,
-        priority=priority, enqueued_at=now, deliver_after=deliver_after, expires_at=expires_at,
-        max_attempts=max_attempts, enqueued_by=enqueued_by, idempotency_key=key,
+        check.check_text(key, "idempotency_key", low=1, high=check.IDEMPOTENCY_KEY_MAX, index=index)
+    return _Row(
+        uuid.uuid4(), new.payload, text, priority,
+        _when(new.delay_seconds, new.deliver_after, "delay_seconds", "deliver_after",
+              now=now, index=index) or now,
+        _when(new.expires_in_seconds, new.expires_at, "expires_in_seconds", "expires_at",
+              now=now, index=index),
+        max_attempts, key,
     )  # fmt: skip
 
 
@@ -394,27 +396,6 @@ def _check_depth(collection: Collection, limit: int, added: int) -> None:
         )
 
 
-def _insert_keyed(row: Message) -> EnqueueResult:
-    """Insert a message with an idempotency key, or answer the existing one.
-    The unique partial index decides (concurrent duplicates included): the loser's
-    INSERT fails in its savepoint and the winner's row is read back."""
-    try:
-        with transaction.atomic():
-            row.save(force_insert=True)
-        return EnqueueResult(row.id, True)
-    except IntegrityError:
-        existing = (
-            Message.objects.filter(
-                collection_id=row.collection_id, idempotency_key=row.idempotency_key
-            )
-            .values_list("id", flat=True)
-            .first()
-        )
-        if existing is None:  # the conflicting row was deleted meanwhile: a real error
-            raise
-        return EnqueueResult(existing, False)
-
-
 def message_enqueue(
     *,
     collection: Collection,
@@ -456,48 +437,128 @@ def message_enqueue_batch(
 def _enqueue(
     collection: Collection, messages: Sequence[NewMessage], *, enqueued_by: str, batch: bool
 ) -> list[EnqueueResult]:
-    """Validate every message, then insert them in one transaction."""
+    """Validate every message, then insert them all in one transaction (one
+    statement on PostgreSQL when the collection has no max_depth)."""
     _queue(collection)
     enqueued_by = check.check_text(enqueued_by, "enqueued_by", low=0, high=200)
     now = clock.now()
+    max_depth = product_settings().json_max_depth
     rows = [
-        _prepare(collection, new, now=now, enqueued_by=enqueued_by, index=i if batch else None)
+        _prepare(collection, new, now=now, max_depth=max_depth, index=i if batch else None)
         for i, new in enumerate(messages)
     ]
+    postgres = connection.vendor == "postgresql"
+    if postgres and collection.max_depth is None:
+        return _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by)
     with transaction.atomic():
         limit = _lock_depth_limit(collection) if collection.max_depth is not None else None
-        results = _insert_rows(rows)
+        if postgres:
+            results = _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by)
+        else:
+            results = _insert_portable(collection, rows, now=now, enqueued_by=enqueued_by)
         created = sum(r.created for r in results)
         if limit is not None and created:
             _check_depth(collection, limit, created)
-        if created:
-            _wake(collection)
     return results
 
 
-def _insert_rows(rows: list[Message]) -> list[EnqueueResult]:
-    """Insert rows in order: runs without keys in one bulk INSERT, keyed rows
-    one by one through the unique index. Must run in a transaction."""
+def _insert_postgres(
+    collection: Collection, rows: list[_Row], *, now: datetime, enqueued_by: str, retries: int = 3
+) -> list[EnqueueResult]:
+    """Insert rows with ``sql.ENQUEUE_POSTGRES`` (one statement, wake-up
+    included); rows skipped for a taken idempotency key answer the holder's id."""
+    params: dict[str, Any] = {
+        "group_id": collection.group_id, "collection_id": collection.pk, "now": now,
+        "enqueued_by": enqueued_by, "channel": notify.channel("gq", collection.pk),
+        "wake": notify.listen_available(),
+    }  # fmt: skip
+    if len(rows) == 1:
+        (r,) = rows
+        params.update(id=r.id, payload=r.payload_json, priority=r.priority,
+                      deliver_after=r.deliver_after, expires_at=r.expires_at,
+                      max_attempts=r.max_attempts, key=r.idempotency_key)  # fmt: skip
+        query = sql.ENQUEUE_ONE_POSTGRES
+    else:
+        default = collection.default_max_attempts
+        params.update(rows=_rows_json(rows, now, default), max_attempts=default)
+        query = sql.ENQUEUE_POSTGRES
+    with sql.cursor() as cur:
+        cur.execute(query, params)
+        inserted = {row[0] for row in cur.fetchall()}
+    if len(inserted) == len(rows):
+        return [EnqueueResult(r.id, True) for r in rows]
+    holders = _key_holders(collection, [r for r in rows if r.id not in inserted])
+    lost = [r for r in rows if r.id not in inserted and r.idempotency_key not in holders]
+    if lost and retries:  # the holder was deleted meanwhile: the key is free again
+        again = _insert_postgres(collection, lost, now=now, enqueued_by=enqueued_by,
+                                 retries=retries - 1)  # fmt: skip
+        holders.update({r.idempotency_key: a.id for r, a in zip(lost, again, strict=True)})
+    return [
+        EnqueueResult(r.id, True) if r.id in inserted else EnqueueResult(
+            holders[r.idempotency_key], False)
+        for r in rows
+    ]  # fmt: skip
+
+
+def _rows_json(rows: list[_Row], now: datetime, default_max_attempts: int) -> str:
+    """The rows as the JSON array ``sql.ENQUEUE_POSTGRES`` reads: the payload's
+    own serialisation is spliced in, and default options are left out."""
+    parts = []
+    for r in rows:
+        extra = ""
+        if r.priority:
+            extra += f',"pr":{r.priority}'
+        if r.deliver_after != now:
+            extra += f',"da":"{r.deliver_after.isoformat()}"'
+        if r.expires_at is not None:
+            extra += f',"ea":"{r.expires_at.isoformat()}"'
+        if r.max_attempts != default_max_attempts:
+            extra += f',"ma":{r.max_attempts}'
+        if r.idempotency_key is not None:
+            extra += f',"k":{json.dumps(r.idempotency_key)}'
+        parts.append(f'{{"id":"{r.id}","p":{r.payload_json}{extra}}}')
+    return "[" + ",".join(parts) + "]"
+
+
+def _json_value(payload: Any) -> Any:
+    """A payload for the ORM: a bare None would be stored as SQL NULL, not JSON null."""
+    return Value(None, output_field=JSONField()) if payload is None else payload
+
+
+def _key_holders(collection: Collection, rows: list[_Row]) -> dict[str | None, uuid.UUID]:
+    """idempotency key -> id of the message holding it in the collection."""
+    keys = [r.idempotency_key for r in rows]
+    found = Message.objects.of(collection).filter(idempotency_key__in=keys)
+    return dict(found.values_list("idempotency_key", "id"))
+
+
+def _insert_portable(
+    collection: Collection, rows: list[_Row], *, now: datetime, enqueued_by: str
+) -> list[EnqueueResult]:
+    """The ORM insert (SQLite), inside the caller's IMMEDIATE transaction, which
+    holds the write lock: a key's holder read here cannot change before the
+    INSERT. Runs of rows are inserted with one bulk INSERT each, in order."""
     results: list[EnqueueResult] = []
     plain: list[Message] = []
+    taken = _key_holders(collection, [r for r in rows if r.idempotency_key is not None])
     for row in rows:
-        if row.idempotency_key is None:
-            plain.append(row)
-            results.append(EnqueueResult(row.id, True))
+        key = row.idempotency_key
+        if key is not None and key in taken:
+            results.append(EnqueueResult(taken[key], False))
             continue
-        _bulk_insert(plain)
-        plain = []
-        result = _insert_keyed(row)
-        results.append(result)
-    _bulk_insert(plain)
+        if key is not None:
+            taken[key] = row.id
+        plain.append(Message(
+            id=row.id, group_id=collection.group_id, collection_id=collection.pk,
+            payload=_json_value(row.payload), priority=row.priority, enqueued_at=now,
+            deliver_after=row.deliver_after, expires_at=row.expires_at,
+            max_attempts=row.max_attempts, enqueued_by=enqueued_by, idempotency_key=key,
+        ))  # fmt: skip
+        results.append(EnqueueResult(row.id, True))
+    Message.objects.bulk_create(plain)
+    if plain:
+        _wake(collection)
     return results
-
-
-def _bulk_insert(rows: list[Message]) -> None:
-    if len(rows) == 1:
-        rows[0].save(force_insert=True)
-    elif rows:
-        Message.objects.bulk_create(rows)
 
 
 # --------------------------------------------------------------------- claim
@@ -574,11 +635,11 @@ def _claim_postgres(
 ) -> tuple[list[ClaimedMessage], int]:
     params = {"collection_id": collection.pk, "now": now, "n": n, "worker_id": worker_id,
               "lease_expires_at": lease}  # fmt: skip
-    with connection.cursor() as cur:
+    with sql.cursor() as cur:
         cur.execute(sql.CLAIM_POSTGRES, params)
         rows = [dict(zip(_CLAIM_COLUMNS, r, strict=True)) for r in cur.fetchall()]
     claimed = [r for r in rows if r["state"] == MessageState.CLAIMED]
-    for row in claimed:  # jsonb arrives as text on a raw cursor (Django's loader)
+    for row in claimed:
         row["payload"] = json.loads(row["payload"])
     return _claimed(claimed), len(rows) - len(claimed)
 
@@ -597,14 +658,12 @@ def _claim_portable(
         take = {c["seq"]: uuid.uuid4() for c in candidates if c["seq"] not in died}
         if not take:
             return [], len(died)
-        tokens = Case(
-            *[When(seq=seq, then=Value(token)) for seq, token in take.items()],
-            output_field=UUIDField(),
-        )
-        Message.objects.filter(seq__in=list(take), state__in=LIVE_STATES).update(
-            state=MessageState.CLAIMED, claim_token=tokens, claimed_by=worker_id,
-            claimed_at=now, lease_expires_at=lease, attempt=F("attempt") + 1,
-        )  # fmt: skip
+        ops = connection.ops
+        at, until = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(lease)
+        with connection.cursor() as cur:
+            cur.executemany(sql.CLAIM_ROW_SQLITE, [
+                (token.hex, worker_id, at, until, seq) for seq, token in take.items()
+            ])  # fmt: skip
         rows = list(Message.objects.filter(seq__in=list(take)).values(*_CLAIM_COLUMNS))
     return _claimed(rows), len(died)
 
@@ -668,7 +727,15 @@ def message_ack(
     """Delete the message: only while claimed with that token and the lease has
     not lapsed (one DELETE). Raises LeaseLost (409) otherwise, e.g. on a second
     ack, a stale token after a reclaim, or after a cancel."""
-    deleted, _ = _held(collection, id, claim_token, clock.now()).delete()
+    now = clock.now()
+    if connection.vendor == "postgresql":
+        params = {"id": check.check_uuid(id, "id"), "collection_id": collection.pk, "now": now,
+                  "token": check.check_uuid(claim_token, "claim_token")}  # fmt: skip
+        with sql.cursor() as cur:
+            cur.execute(sql.ACK_POSTGRES, params)
+            deleted = cur.rowcount
+    else:
+        deleted, _ = _held(collection, id, claim_token, now).delete()
     if not deleted:
         raise _lease_lost(id)
 
@@ -699,7 +766,7 @@ def _ack_batch_postgres(
 ) -> set[uuid.UUID]:
     params = {"ids": [i for i, _ in pairs], "tokens": [t for _, t in pairs],
               "collection_id": collection.pk, "now": now}  # fmt: skip
-    with connection.cursor() as cur:
+    with sql.cursor() as cur:
         cur.execute(sql.ACK_BATCH_POSTGRES, params)
         return {row[0] for row in cur.fetchall()}
 
@@ -707,16 +774,14 @@ def _ack_batch_postgres(
 def _ack_batch_portable(
     collection: Collection, pairs: list[tuple[uuid.UUID, uuid.UUID]], now: datetime
 ) -> set[uuid.UUID]:
-    """SQLite: the IMMEDIATE transaction holds the write lock, so the rows read
-    as held are exactly those the fenced DELETE removes."""
-    match = Q()
-    for i, t in pairs:
-        match |= Q(id=i, claim_token=t)
-    held = Message.objects.of(collection).claimed().filter(lease_expires_at__gt=now).filter(match)
-    with transaction.atomic():
-        landed = dict(held.values_list("seq", "id"))
-        Message.objects.filter(seq__in=landed, state=MessageState.CLAIMED).delete()
-    return set(landed.values())
+    """SQLite: one DELETE … RETURNING of the pairs still held."""
+    query = sql.ACK_BATCH_SQLITE.format(pairs=", ".join(["(%s, %s)"] * len(pairs)))
+    params: list[Any] = [collection.pk, connection.ops.adapt_datetimefield_value(now)]
+    for message_id, token in pairs:
+        params += [message_id.hex, token.hex]
+    with connection.cursor() as cur:
+        cur.execute(query, params)
+        return {uuid.UUID(row[0]) for row in cur.fetchall()}
 
 
 def _backoff_deliver_after(collection: Collection, now: datetime) -> Case:
@@ -861,12 +926,21 @@ def _scope(collection: Collection | None):  # type: ignore[no-untyped-def]
 def messages_reclaim_expired(*, collection: Collection | None = None) -> int:
     """Claimed messages whose lease lapsed become ready again (or dead
     ``exhausted`` when out of attempts), in one UPDATE fenced by state and lease,
-    so an ack or extend that landed first wins. All collections when
-    ``collection`` is None. Returns how many changed."""
+    so an ack or extend that landed first wins; wakes the collection's
+    consumers. ``collection=None``: every collection with lapsed leases, one
+    transaction each. Returns how many changed."""
     now = clock.now()
+    if collection is None:
+        lapsed = Message.objects.lease_lapsed(now).values_list("collection_id", flat=True)
+        collections = Collection.objects.filter(pk__in=set(lapsed))
+        return sum(messages_reclaim_expired(collection=c) for c in collections)
     with transaction.atomic():
-        count = _scope(collection).lease_lapsed(now).update(**_UNCLAIMED, **_retry_or_die(now))
-        if count and collection is not None:
+        count = (
+            Message.objects.of(collection)
+            .lease_lapsed(now)
+            .update(**_UNCLAIMED, **_retry_or_die(now))
+        )
+        if count:
             _wake(collection)
     return count
 

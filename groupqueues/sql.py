@@ -1,6 +1,46 @@
 """Raw SQL of the group queues: only the hot paths the ORM cannot say in one
-statement. Named parameters; table and column names are Django's defaults for
-``groupqueues.Message`` (``groupqueues_message``)."""
+statement (PostgreSQL). Named parameters; table and column names are Django's
+defaults for ``groupqueues.Message`` (``groupqueues_message``). ``cursor()``
+runs them as server-side prepared statements."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.db import connection
+
+from queueproject.conf import product_settings
+
+
+def cursor() -> Any:
+    """A Django cursor (queries are logged and counted as usual) whose
+    statements are bound server-side and prepared on first use, so PostgreSQL
+    plans each hot statement once per connection instead of on every call
+    (about 15 % of a claim+ack at batch 1 here). Falls back to Django's
+    ordinary cursor when ``QUEUE_PREPARED_STATEMENTS`` is off."""
+    if not product_settings().queue_prepared_statements:
+        return connection.cursor()
+    connection.ensure_connection()
+    # The same wrapping Django's own connection.cursor() applies.
+    with connection.wrap_database_errors:
+        return connection._prepare_cursor(_prepared_cursor_class()(connection.connection))
+
+
+@functools.cache
+def _prepared_cursor_class() -> type:
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        """Binds server-side, prepares every statement it runs, and reads results
+        in binary (psycopg's C loaders; Django's text loader for timestamptz is
+        pure Python and was a tenth of a batch claim)."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            return super().execute(query, params, prepare=True, binary=True)
+
+    return PreparedCursor
+
 
 # The PostgreSQL claim: ONE statement (one round trip, autocommit is enough).
 # - ``lapsed`` and ``ready`` lock at most n candidates each in claim order with
@@ -14,7 +54,8 @@ statement. Named parameters; table and column names are Django's defaults for
 # - the UPDATE claims the picked rows with a fresh random token each
 #   (gen_random_uuid: 122 random bits), except expired candidates (dead
 #   ``expired``) and those out of attempts (dead ``exhausted``), which are
-#   never handed out. RETURNING gives every row; the caller keeps the claimed.
+#   never handed out. RETURNING gives every row; the caller keeps the claimed
+#   (the payload as text: decoded by the caller whatever the result format).
 CLAIM_POSTGRES = """
 WITH open AS (
     SELECT 1 FROM groupqueues_collection WHERE id = %(collection_id)s AND NOT paused
@@ -53,7 +94,7 @@ UPDATE groupqueues_message AS m SET
     attempt = CASE WHEN p.death IS NULL THEN m.attempt + 1 ELSE m.attempt END
 FROM picked AS p
 WHERE m.seq = p.seq
-RETURNING m.state, m.seq, m.id, m.collection_id, m.payload, m.priority, m.attempt,
+RETURNING m.state, m.seq, m.id, m.collection_id, m.payload::text, m.priority, m.attempt,
           m.max_attempts, m.claim_token, m.claimed_by, m.lease_expires_at, m.enqueued_at,
           m.deliver_after, m.expires_at, m.enqueued_by, m.last_error
 """
@@ -67,4 +108,77 @@ USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, token)
 WHERE m.id = a.id AND m.claim_token = a.token AND m.collection_id = %(collection_id)s
   AND m.state = 'claimed' AND m.lease_expires_at > %(now)s
 RETURNING m.id
+"""
+
+# Enqueue 1..500 messages in ONE statement (autocommit is enough). The rows
+# arrive as one JSON array (parsed by the server: much cheaper than binding
+# seven arrays), each {"id", "p": payload, and only the non-default options
+# "pr" priority, "da" deliver_after, "ea" expires_at, "ma" max_attempts, "k"
+# idempotency key}; WITH ORDINALITY keeps the list order, so seq follows it.
+# A row whose idempotency key is already taken in the collection is skipped
+# by the unique partial index (concurrent duplicates too: the later INSERT
+# waits for the earlier one, then skips). RETURNING names the rows inserted.
+# The wake-up rides along as an InitPlan: evaluated once, only if a row was
+# inserted and ``wake`` is true; PostgreSQL delivers it at commit.
+ENQUEUE_POSTGRES = """
+WITH ins AS (
+    INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
+        enqueued_at, deliver_after, expires_at, state, claimed_by, attempt, max_attempts,
+        enqueued_by, idempotency_key)
+    SELECT (e.doc->>'id')::uuid, %(group_id)s, %(collection_id)s, e.doc->'p',
+        COALESCE((e.doc->>'pr')::int, 0), %(now)s,
+        COALESCE((e.doc->>'da')::timestamptz, %(now)s), (e.doc->>'ea')::timestamptz,
+        'ready', '', 0, COALESCE((e.doc->>'ma')::int, %(max_attempts)s), %(enqueued_by)s,
+        e.doc->>'k'
+    FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS e(doc, ord)
+    ORDER BY e.ord
+    ON CONFLICT (collection_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id
+)
+SELECT ins.id, (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n WHERE %(wake)s)
+FROM ins
+"""
+
+# Enqueue one message: the single-row form of ENQUEUE_POSTGRES (cheaper to plan
+# and run than unnest); same idempotency and wake-up rules.
+ENQUEUE_ONE_POSTGRES = """
+INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
+    enqueued_at, deliver_after, expires_at, state, claimed_by, attempt, max_attempts,
+    enqueued_by, idempotency_key)
+VALUES (%(id)s, %(group_id)s, %(collection_id)s, %(payload)s::jsonb, %(priority)s, %(now)s,
+    %(deliver_after)s, %(expires_at)s, 'ready', '', 0, %(max_attempts)s, %(enqueued_by)s,
+    %(key)s)
+ON CONFLICT (collection_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id, (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n WHERE %(wake)s)
+"""
+
+# Ack one message: delete it only while claimed with that token and the lease
+# has not lapsed (one statement; autocommit).
+ACK_POSTGRES = """
+DELETE FROM groupqueues_message
+WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_id)s
+  AND state = 'claimed' AND lease_expires_at > %(now)s
+"""
+
+
+# --- SQLite (raw only where the ORM's query building dominated the time) ---
+# Django stores UUIDs there as 32 hex digits and datetimes as ISO text in UTC:
+# the caller adapts parameters with connection.ops (see services).
+
+# Claim one candidate inside the claim's IMMEDIATE transaction (executemany:
+# one row per message, each with its own token); fenced by the live state.
+CLAIM_ROW_SQLITE = """
+UPDATE groupqueues_message
+SET state = 'claimed', claim_token = %s, claimed_by = %s, claimed_at = %s,
+    lease_expires_at = %s, attempt = attempt + 1
+WHERE seq = %s AND state IN ('ready', 'claimed')
+"""
+
+# Ack a batch: one DELETE of the (id, token) pairs still held; RETURNING says
+# which landed. ``{pairs}`` is "(%s, %s), " repeated once per pair.
+ACK_BATCH_SQLITE = """
+DELETE FROM groupqueues_message
+WHERE collection_id = %s AND state = 'claimed' AND lease_expires_at > %s
+  AND (id, claim_token) IN (VALUES {pairs})
+RETURNING id
 """

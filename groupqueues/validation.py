@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from groupqueues.exceptions import InvalidQueueInput
-from queueproject.conf import product_settings
 from queueproject.parsers import JSONRejected, check_json_value
 
 PRIORITY_MIN, PRIORITY_MAX = -1000, 1000
@@ -86,12 +85,13 @@ def check_uuid(value: Any, field: str) -> uuid.UUID:
         raise InvalidQueueInput.field(field, "Must be a UUID.") from exc
 
 
-def payload_size(payload: Any, *, index: int | None = None) -> int:
-    """Bytes of the payload's compact UTF-8 JSON serialisation (raises
-    InvalidQueueInput when it is not storable JSON)."""
+def payload_json(payload: Any, *, max_depth: int, index: int | None = None) -> str:
+    """The payload's compact JSON serialisation (its UTF-8 size is what the
+    collection's max_payload_bytes limits). Raises InvalidQueueInput when it is
+    not storable JSON."""
     try:
-        check_json_value(payload, product_settings().json_max_depth)
+        check_json_value(payload, max_depth)
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (JSONRejected, TypeError, ValueError, RecursionError) as exc:
         raise InvalidQueueInput.field("payload", f"Not storable JSON: {exc}", index=index) from exc
-    return len(text.encode("utf-8"))
+    return text

@@ -340,7 +340,7 @@ class DeadView(APIView):
         _, collection = queue_for(request, Capability.QUEUE_READ, g, q)
         paginator = Pagination()
         page = paginator.paginate_queryset(
-            selectors.dead_messages(collection=collection), request, self
+            selectors.messages_dead(collection=collection), request, self
         )
         body = [message_body(m, collection) for m in page]
         return paginator.get_paginated_response(body)

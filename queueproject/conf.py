@@ -19,6 +19,7 @@ class ProductSettings:
     session_manual_merge_enabled: bool
     worker_poll_interval: float
     listen_notify_enabled: bool
+    queue_prepared_statements: bool
 
 
 def product_settings() -> ProductSettings:
@@ -31,4 +32,8 @@ def product_settings() -> ProductSettings:
         session_manual_merge_enabled=getattr(dj, "SESSIONQUEUES_MANUAL_MERGE", True),
         worker_poll_interval=getattr(dj, "QUEUE_WORKER_POLL_INTERVAL", 0.5),
         listen_notify_enabled=getattr(dj, "QUEUE_LISTEN_NOTIFY", True),
+        # Server-side prepared statements for the group queue hot paths
+        # (PostgreSQL). Turn off behind a pooler that cannot keep them
+        # (PgBouncer in transaction mode before 1.21).
+        queue_prepared_statements=getattr(dj, "QUEUE_PREPARED_STATEMENTS", True),
     )

@@ -158,3 +158,4 @@ LOGGING = {
 
 # Product settings (types and defaults in queueproject/conf.py).
 SESSIONQUEUES_MAX_PER_SESSION = env.int("SESSIONQUEUES_MAX_PER_SESSION", default=10)
+QUEUE_PREPARED_STATEMENTS = env.bool("QUEUE_PREPARED_STATEMENTS", default=True)

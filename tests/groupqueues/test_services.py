@@ -658,7 +658,7 @@ def test_stats__counts_each_kind(queue, frozen):
     assert stats.delayed == 1
     assert stats.depth_pending == 2  # pending and last-try
     assert stats.dead == 0
-    assert stats.oldest_pending_age_seconds == pytest.approx(2)
+    assert stats.oldest_pending_age_seconds == pytest.approx(2)  # "pending", ready since t+10
     assert services.collection_depth(collection=queue) == 5
     assert services.collection_depth_pending(collection=queue) == 2
 
@@ -752,3 +752,55 @@ def test_resolve_then_enqueue_through_the_chain(tree):
     queue = services.collection_resolve(app=app, name="emails")
     enqueue(queue)
     assert services.collection_depth(collection=queue) == 1
+
+
+def test_enqueue_batch__options_per_entry(queue, frozen):
+    at = clock.now() + timedelta(minutes=5)
+    results = services.message_enqueue_batch(
+        collection=queue,
+        messages=[
+            services.NewMessage(payload={"plain": "é"}),
+            services.NewMessage(
+                payload=[1, 2], priority=-7, delay_seconds=30, expires_in_seconds=90,
+                max_attempts=9, idempotency_key='k"ey',
+            ),
+            services.NewMessage(payload=None, deliver_after=at, expires_at=at),
+        ],
+        enqueued_by="user:1",
+    )  # fmt: skip
+    plain, rich, nulls = (services.message_get(collection=queue, id=r.id) for r in results)
+    assert (plain.payload, plain.priority, plain.deliver_after) == ({"plain": "é"}, 0, clock.now())
+    assert (plain.max_attempts, plain.expires_at, plain.idempotency_key) == (3, None, None)
+    assert (rich.payload, rich.priority, rich.max_attempts, rich.idempotency_key) == (
+        [1, 2], -7, 9, 'k"ey',
+    )  # fmt: skip
+    assert rich.deliver_after == clock.now() + timedelta(seconds=30)
+    assert rich.expires_at == clock.now() + timedelta(seconds=90)
+    assert (nulls.payload, nulls.deliver_after, nulls.expires_at) == (None, at, at)
+    assert {m.enqueued_by for m in (plain, rich, nulls)} == {"user:1"}
+
+
+def test_maintenance__without_a_collection_covers_every_queue(queue, group, frozen):
+    other = services.collection_create(group=group, name="other")
+    for q in (queue, other):
+        enqueue(q, expires_in_seconds=100)
+        enqueue(q)
+        claim(q, 1, visibility_timeout=5)
+    clock.advance(5)
+    assert services.messages_reclaim_expired() == 2
+    clock.advance(100)
+    assert services.messages_sweep_expired() == services.SweepResult(2, 0)
+    assert Message.objects.filter(state="ready").count() == 2
+
+
+def test_reads__collections_of_a_group_and_its_dead_list(queue, group, frozen):
+    services.collection_create(group=group, name="alpha")
+    services.collection_create(group=group, name="store", kind="docs")
+    assert [c.name for c in services.collections_of(group=group)] == ["alpha", "jobs"]
+    first, second = enqueue(queue), enqueue(queue)
+    for message in claim(queue, 2):
+        services.message_fail(
+            collection=queue, id=message.id, claim_token=message.claim_token, error=""
+        )
+        clock.advance(1)
+    assert [m.id for m in services.messages_dead(collection=queue)] == [second, first]

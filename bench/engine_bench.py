@@ -1,0 +1,289 @@
+"""Throughput of the group queue engine (not a test; see bench/README.md).
+
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/bench .venv/bin/python bench/engine_bench.py
+    .venv/bin/python bench/engine_bench.py                  # SQLite (a temporary file)
+
+Measures, through the services (the code path the API and workers use):
+enqueue one by one and in batches of 500; claim+ack at batch sizes 1 and 100
+with 1 and 4 processes; the same with 1,000,000 dead rows in the table.
+Prints messages/second. Each scenario runs in its own fresh collection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def setup_django(database_url: str | None) -> None:
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("SECRET_KEY", "bench-only")
+    os.environ["DEBUG"] = "0"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "queueproject.settings"
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
+def migrate() -> None:
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def new_queue(label: str):  # type: ignore[no-untyped-def]
+    from groupqueues import services
+    from principals.models import Group
+
+    group, _ = Group.objects.get_or_create(slug="bench", defaults={"name": "bench"})
+    name = f"{label}-{uuid.uuid4().hex[:8]}"
+    return services.collection_create(group=group, name=name, visibility_timeout=300)
+
+
+def fill(queue, count: int) -> None:  # type: ignore[no-untyped-def]
+    from groupqueues import services
+
+    for start in range(0, count, 500):
+        batch = [
+            services.NewMessage(payload={"i": i}) for i in range(start, min(count, start + 500))
+        ]
+        services.message_enqueue_batch(collection=queue, messages=batch, enqueued_by="bench")
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:>10,.0f} msg/s  ({count:,} in {seconds:.2f} s)"
+
+
+def bench_enqueue_single(count: int) -> tuple[int, float]:
+    from groupqueues import services
+
+    queue = new_queue("single")
+    start = time.perf_counter()
+    for i in range(count):
+        services.message_enqueue(collection=queue, payload={"i": i}, enqueued_by="bench")
+    return count, time.perf_counter() - start
+
+
+def bench_enqueue_batch(count: int) -> tuple[int, float]:
+    queue = new_queue("batch")
+    start = time.perf_counter()
+    fill(queue, count)
+    return count, time.perf_counter() - start
+
+
+def drain(collection_id: int, batch: int, limit: int | None = None) -> int:
+    """Claim and ack until the queue is empty (or ``limit`` messages)."""
+    from groupqueues import services
+    from groupqueues.models import Collection
+
+    queue = Collection.objects.get(pk=collection_id)
+    worker = f"bench-{os.getpid()}"
+    done = 0
+    while limit is None or done < limit:
+        messages = services.message_claim(collection=queue, worker_id=worker, n=batch)
+        if not messages:
+            break
+        if batch == 1:
+            m = messages[0]
+            services.message_ack(collection=queue, id=m.id, claim_token=m.claim_token)
+        else:
+            services.message_ack_batch(
+                collection=queue, acks=[(m.id, m.claim_token) for m in messages]
+            )
+        done += len(messages)
+    return done
+
+
+def _process_main(database_url: str | None, collection_id: int, batch: int, ready, go) -> int:  # type: ignore[no-untyped-def]
+    setup_django(database_url)
+    from django.db import connection
+
+    connection.ensure_connection()
+    ready.wait()
+    go.wait()
+    return drain(collection_id, batch)
+
+
+def bench_claim_ack(count: int, batch: int, processes: int, database_url: str | None):
+    queue = new_queue(f"claim{batch}x{processes}")
+    fill(queue, count)
+    if processes == 1:
+        start = time.perf_counter()
+        done = drain(queue.pk, batch)
+        return done, time.perf_counter() - start
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        ready, go = manager.Barrier(processes + 1), manager.Event()
+        with ctx.Pool(processes) as pool:
+            results = [
+                pool.apply_async(_process_main, (database_url, queue.pk, batch, ready, go))
+                for _ in range(processes)
+            ]
+            ready.wait()
+            start = time.perf_counter()
+            go.set()
+            done = sum(r.get() for r in results)
+            return done, time.perf_counter() - start
+
+
+def add_dead_rows(count: int) -> None:
+    """Bulk-insert ``count`` dead rows into a separate collection (raw SQL)."""
+    from django.db import connection
+
+    queue = new_queue("graveyard")
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute(
+                """
+                INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
+                    enqueued_at, deliver_after, state, claimed_by, attempt, max_attempts,
+                    last_error, dead_reason, died_at, enqueued_by)
+                SELECT gen_random_uuid(), %(group)s, %(collection)s, '{"dead": true}'::jsonb, 0,
+                    now(), now(), 'dead', '', 3, 3, 'boom', 'exhausted', now(), 'bench'
+                FROM generate_series(1, %(count)s)
+                """,
+                {"group": queue.group_id, "collection": queue.pk, "count": count},
+            )
+        else:
+            cur.execute(
+                """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s)
+                INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
+                    enqueued_at, deliver_after, state, claimed_by, attempt, max_attempts,
+                    last_error, dead_reason, died_at, enqueued_by)
+                SELECT lower(hex(randomblob(16))), %s, %s, '{"dead": true}', 0,
+                    datetime('now'), datetime('now'), 'dead', '', 3, 3, 'boom', 'exhausted',
+                    datetime('now'), 'bench'
+                FROM n
+                """,
+                [count, queue.group_id.hex, queue.pk],
+            )
+    settle()
+
+
+def settle() -> None:
+    """Steady state before measuring: statistics and the visibility map as
+    autovacuum would leave them, and (PostgreSQL) the bulk insert's WAL
+    checkpointed so its fsyncs do not land inside the next measurement."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("VACUUM ANALYZE groupqueues_message")
+            cur.execute("CHECKPOINT")
+        else:
+            cur.execute("ANALYZE")
+
+
+PGBENCH_ENQUEUE = """
+INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority, enqueued_at,
+    deliver_after, state, claimed_by, attempt, max_attempts, enqueued_by)
+VALUES (gen_random_uuid(), ':gid'::uuid, :cid, '{"i": 1}', 0, now(), now(), 'ready', '', 0, 3,
+    'bench');
+"""
+
+
+def pgbench_baseline(database_url: str, count: int) -> None:
+    """The same statements through pgbench's C client (no Python at all), under
+    the machine's current load: single-row enqueue, and claim (sql.CLAIM_POSTGRES
+    with n=1) + ack (sql.ACK_POSTGRES). Our rates divided by these are the
+    share of the database's own speed that the services keep."""
+    import re
+    import shutil
+    import subprocess
+
+    from groupqueues import sql
+
+    if shutil.which("pgbench") is None:
+        print("(pgbench not found: no raw baseline)")
+        return
+    queue = new_queue("pgbench")
+    values = {"collection_id": ":cid", "now": "now()", "n": "1", "worker_id": "'pgbench'",
+              "lease_expires_at": "now() + interval '300 s'", "id": "':id'::uuid",
+              "token": "':claim_token'::uuid"}  # fmt: skip
+    inline = lambda q: re.sub(r"%\((\w+)\)s", lambda m: values[m[1]], q).strip()  # noqa: E731
+    claim = inline(sql.CLAIM_POSTGRES).replace("m.payload::text", "m.payload::text AS payload")
+    scripts = {
+        "enqueue one by one": PGBENCH_ENQUEUE.strip(),
+        "claim+ack batch   1": f"{claim} \\gset\n{inline(sql.ACK_POSTGRES)};",
+    }
+    for label, script in scripts.items():
+        fill(queue, count + 100)
+        settle()
+        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+            f.write(script.replace("\n", "\n") + "\n")
+        out = subprocess.run(
+            ["pgbench", "-n", "-c", "1", "-t", str(count), "-f", f.name,
+             "-D", f"cid={queue.pk}", "-D", f"gid={queue.group_id}", database_url],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        tps = re.search(r"tps = ([\d.]+)", out.stdout)
+        if tps is None:
+            print(f"pgbench {label}: failed: {out.stderr.strip()[:300]}")
+        else:
+            print(f"{'pgbench ' + label:<42} {float(tps[1]):>10,.0f} msg/s  (raw SQL, C client)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
+    parser.add_argument("--dead", type=int, default=1_000_000, help="dead rows to add")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per scenario; best shown")
+    parser.add_argument("--pgbench", action="store_true", help="also run the raw pgbench baseline")
+    args = parser.parse_args()
+    database_url = os.environ.get("DATABASE_URL")
+    tmp = None
+    if not database_url:
+        tmp = tempfile.mkdtemp(prefix="gq-bench-")
+        database_url = f"sqlite:///{tmp}/bench.sqlite3"
+    setup_django(database_url)
+    migrate()
+    from django.db import connection
+
+    load = os.getloadavg()[0]
+    print(f"database: {connection.vendor}  (scale {args.scale}, load average {load:.2f})")
+    n = lambda base: max(100, int(base * args.scale))  # noqa: E731
+
+    def run(label: str, fn, *fnargs) -> None:  # type: ignore[no-untyped-def]
+        runs = []
+        for _ in range(args.repeat):
+            settle()
+            runs.append(fn(*fnargs))
+        done, seconds = max(runs, key=lambda r: r[0] / r[1])
+        print(f"{label:<42} {rate(done, seconds)}", flush=True)
+
+    if args.pgbench and connection.vendor == "postgresql":
+        pgbench_baseline(database_url, n(5_000))
+    run("enqueue one by one", bench_enqueue_single, n(5_000))
+    run("enqueue batches of 500", bench_enqueue_batch, n(100_000))
+    for batch, base in ((1, 5_000), (100, 100_000)):
+        for processes in (1, 4):
+            run(
+                f"claim+ack batch {batch:>3}, {processes} process(es)",
+                bench_claim_ack, n(base), batch, processes, database_url,
+            )  # fmt: skip
+    if args.dead:
+        start = time.perf_counter()
+        add_dead_rows(args.dead)
+        print(f"(inserted {args.dead:,} dead rows in {time.perf_counter() - start:.1f} s)")
+        for batch, base in ((1, 5_000), (100, 100_000)):
+            run(
+                f"claim+ack batch {batch:>3}, 1 process, dead rows",
+                bench_claim_ack, n(base), batch, 1, database_url,
+            )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
+    print(f"(load average at the end {os.getloadavg()[0]:.2f})")

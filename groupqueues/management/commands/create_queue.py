@@ -1,0 +1,44 @@
+from typing import Any
+
+from groupqueues import services
+from principals.services import group_get
+from queueproject.commands import ServiceCommand, positive_int
+
+
+def non_negative_int(value: str) -> int:
+    """argparse type: an integer >= 0."""
+    import argparse
+
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from exc
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must not be negative")
+    return number
+
+
+class Command(ServiceCommand):
+    help = "Declare a queue collection on a group (omitted settings take their defaults)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("group", help="slug or id of the owning group")
+        parser.add_argument("name", help="1-64 characters of [A-Za-z0-9._-]")
+        parser.add_argument("--max-attempts", type=positive_int, dest="default_max_attempts")
+        parser.add_argument("--visibility-timeout", type=positive_int, help="seconds")
+        parser.add_argument("--max-payload-bytes", type=positive_int)
+        parser.add_argument("--max-depth", type=positive_int, help="live messages at most")
+        parser.add_argument("--dead-retention", type=non_negative_int, help="seconds")
+
+    def run(self, *args: Any, **opts: Any) -> None:
+        group = group_get(ref=opts["group"])
+        names = ("default_max_attempts", "visibility_timeout", "max_payload_bytes", "max_depth",
+                 "dead_retention")  # fmt: skip
+        settings = {name: opts[name] for name in names if opts[name] is not None}
+        queue = services.collection_create(group=group, name=opts["name"], **settings)
+        self.stdout.write(
+            f"Created queue {group.path}/{queue.name}: max_attempts={queue.default_max_attempts} "
+            f"visibility_timeout={queue.visibility_timeout}s "
+            f"max_payload_bytes={queue.max_payload_bytes} max_depth={queue.max_depth} "
+            f"dead_retention={queue.dead_retention}s"
+        )

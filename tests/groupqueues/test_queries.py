@@ -1,0 +1,159 @@
+"""The hot queries: how many each operation sends, and (PostgreSQL) that they
+use their partial indexes rather than scanning the message table."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from groupqueues import services, sql
+from queueproject import clock
+from tests.conftest import is_postgres
+from tests.factories import GroupFactory
+from tests.groupqueues.conftest import WORKER, claim, enqueue
+
+pytestmark = pytest.mark.django_db
+
+
+def expect(postgres: int, sqlite: int) -> int:
+    """Queries on this database. On SQLite the service's own transaction shows
+    as SAVEPOINT + RELEASE inside the test's transaction (2 of the count)."""
+    return postgres if is_postgres() else sqlite
+
+
+def test_claim__query_count_is_pinned(queue, django_assert_num_queries):
+    for i in range(5):
+        enqueue(queue, i)
+    # PostgreSQL: the one locked-CTE UPDATE … RETURNING, in autocommit. SQLite:
+    # paused check, two candidate reads, the claiming UPDATEs (one executemany),
+    # the read-back.
+    with django_assert_num_queries(expect(1, 2 + 5)):
+        assert len(claim(queue, 3)) == 3
+
+
+def test_ack__query_count_is_pinned(queue, django_assert_num_queries):
+    enqueue(queue)
+    enqueue(queue)
+    first, second = claim(queue, 2)
+    with django_assert_num_queries(1):
+        services.message_ack(collection=queue, id=first.id, claim_token=first.claim_token)
+    # one DELETE … RETURNING on both databases
+    with django_assert_num_queries(expect(1, 1)):
+        services.message_ack_batch(collection=queue, acks=[(second.id, second.claim_token)])
+
+
+def test_enqueue__query_count_is_pinned(queue, django_assert_num_queries):
+    # PostgreSQL: one INSERT with the wake-up folded in, in autocommit.
+    with django_assert_num_queries(expect(1, 2 + 1)):
+        enqueue(queue)
+    batch = [services.NewMessage(payload=i) for i in range(50)]
+    # SQLite: Django's bulk_create splits at 999 parameters (two INSERTs here).
+    with django_assert_num_queries(expect(1, 2 + 2)):
+        services.message_enqueue_batch(collection=queue, messages=batch, enqueued_by="t")
+
+
+# ------------------------------------------------------------ EXPLAIN (PostgreSQL)
+
+
+def _bulk_rows(queue, count, state):
+    """Insert ``count`` rows in ``state`` with one statement (generate_series)."""
+    dead = state == "dead"
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
+                enqueued_at, deliver_after, state, claimed_by, attempt, max_attempts,
+                dead_reason, died_at, enqueued_by)
+            SELECT gen_random_uuid(), %(group)s, %(collection)s, to_jsonb(i), 0, %(now)s,
+                %(now)s, %(state)s, '', %(attempt)s, 3, %(reason)s, %(died)s, 'bulk'
+            FROM generate_series(1, %(count)s) AS i
+            """,
+            {"group": queue.group_id, "collection": queue.pk, "now": clock.now(),
+             "state": state, "attempt": 3 if dead else 0, "reason": "failed" if dead else None,
+             "died": clock.now() if dead else None, "count": count},
+        )  # fmt: skip
+
+
+def _plan(query, params):
+    with connection.cursor() as cur:
+        cur.execute("EXPLAIN " + query, params)
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+@pytest.fixture
+def big_queue(transactional_db):
+    """A queue with 100,000 claimable and 100,000 dead messages, beside another
+    queue's 100,000 dead messages; vacuumed and analysed as autovacuum would."""
+    group = GroupFactory()
+    queue = services.collection_create(group=group, name="big")
+    other = services.collection_create(group=group, name="other")
+    _bulk_rows(queue, 100_000, "ready")
+    _bulk_rows(queue, 100_000, "dead")
+    _bulk_rows(other, 100_000, "dead")
+    with connection.cursor() as cur:
+        cur.execute("VACUUM ANALYZE groupqueues_message")
+    return queue
+
+
+def _generic_plan(query, types):
+    """The plan PostgreSQL keeps for a prepared statement whatever the values
+    (``types``: the parameters' types in order of first appearance)."""
+    positions: dict[str, int] = {}
+
+    def number(match):
+        return f"${positions.setdefault(match[1], len(positions) + 1)}"
+
+    numbered = re.sub(r"%\((\w+)\)s", number, query)
+    with connection.cursor() as cur:
+        cur.execute("SET plan_cache_mode = force_generic_plan")
+        cur.execute(f"PREPARE generic_claim({', '.join(types)}) AS {numbered}")
+        cur.execute(f"EXPLAIN EXECUTE generic_claim({', '.join('NULL' for _ in types)})")
+        plan = "\n".join(row[0] for row in cur.fetchall())
+        cur.execute("DEALLOCATE generic_claim")
+        cur.execute("RESET plan_cache_mode")
+    return plan
+
+
+def _claim_plans(queue):
+    """The claim's plan for these values, and the generic plan a prepared
+    statement may keep."""
+    now = clock.now()
+    params = {"collection_id": queue.pk, "now": now, "n": 10, "worker_id": WORKER,
+              "lease_expires_at": now}  # fmt: skip
+    types = ["bigint", "timestamptz", "int", "text", "timestamptz"]
+    return _plan(sql.CLAIM_POSTGRES, params), _generic_plan(sql.CLAIM_POSTGRES, types)
+
+
+@pytest.mark.postgres
+def test_claim__uses_the_claimable_index(big_queue):
+    # a queue the statistics know, and one created and filled since the last
+    # ANALYZE (estimated at one row: the planner must still not sort it whole)
+    fresh = services.collection_create(group=big_queue.group, name="fresh")
+    services.message_enqueue_batch(
+        collection=fresh, messages=[services.NewMessage(payload=i) for i in range(500)],
+        enqueued_by="t",
+    )  # fmt: skip
+    for queue in (big_queue, fresh):
+        for plan in _claim_plans(queue):
+            assert "Seq Scan on groupqueues_message" not in plan, plan
+            assert "gq_msg_claimable" in plan, plan
+            assert "gq_msg_lease" in plan, plan
+    assert len(claim(big_queue, 10)) == 10
+
+
+@pytest.mark.postgres
+def test_stats__do_not_scan_the_message_table(big_queue):
+    with CaptureQueriesContext(connection) as ctx:
+        stats = services.collection_stats(collection=big_queue)
+        services.collection_depth(collection=big_queue)
+        services.collection_depth_pending(collection=big_queue)
+    assert (stats.depth, stats.depth_pending, stats.dead) == (100_000, 100_000, 100_000)
+    for query in ctx.captured_queries:
+        plan = _plan(query["sql"], None)
+        assert "Seq Scan on groupqueues_message" not in plan, plan
+        # each count reads its own state's partial index, never the full
+        # collection_id index that holds the dead rows too
+        assert "groupqueues_message_collection_id" not in plan, plan
