@@ -14,6 +14,7 @@ from queueproject import clock, notify
 def test_notify_from_another_connection_wakes_the_subscriber():
     name = notify.channel("test", "wake")
     with notify.subscribe(name) as sub:
+
         def send():
             time.sleep(0.2)
             conn = connections.create_connection("default")

@@ -1,0 +1,112 @@
+"""Run-loop scaffolding shared by long-running commands (queue workers,
+maintenance, the session dispatcher).
+
+A ``Runner`` subclass implements ``tick()`` (do one unit of work; return True
+if there may be more right away) and ``wait(timeout)``. The base class gives:
+
+- graceful signals: the first SIGTERM/SIGINT sets ``stopping`` (the loop ends
+  after the current tick; subclasses finish in-flight work), a second one exits
+  the process at once;
+- ``close_old_connections()`` every turn, and survival of a lost database
+  connection: the error is logged, connections are closed and the loop retries
+  with a capped backoff instead of dying.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connections,
+)
+
+logger = logging.getLogger(__name__)
+
+RECONNECT_BACKOFF_MAX = 5.0
+
+
+class Runner:
+    idle_timeout: float = 1.0
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self._signals = 0
+
+    # --- signals --------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        """First signal: stop gracefully. Second: exit at once (status 1)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            logger.warning("second signal: exiting at once")
+            os._exit(1)
+        logger.info("signal %s: stopping after in-flight work", signal.Signals(signum).name)
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    # --- the loop -------------------------------------------------------------
+    def tick(self) -> bool:
+        """One unit of work; True when more may be ready immediately."""
+        raise NotImplementedError
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until there may be work (subclasses wake on notifications)."""
+        self.stopping.wait(timeout)
+
+    def should_continue(self) -> bool:
+        """False ends the loop (subclasses add --max-messages, --until-empty, ...)."""
+        return not self.stopping.is_set()
+
+    def run(self) -> None:
+        backoff = 0.1
+        while self.should_continue():
+            close_old_connections()
+            try:
+                busy = self.tick()
+                backoff = 0.1
+            except (OperationalError, InterfaceError) as exc:
+                logger.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
+                self._drop_connections()
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX)
+                continue
+            except DatabaseError:
+                logger.exception("database error in tick; retrying")
+                self._drop_connections()
+                self.stopping.wait(backoff)
+                continue
+            if not busy and self.should_continue():
+                self.wait(self.idle_timeout)
+        self.on_stop()
+
+    def on_stop(self) -> None:
+        """Called once when the loop ends (release resources, resign leadership)."""
+
+    @staticmethod
+    def _drop_connections() -> None:
+        for conn in connections.all():
+            try:
+                conn.close()
+            except Exception:  # a broken connection may fail to close; it is gone anyway
+                logger.debug("closing a broken connection failed", exc_info=True)
+
+
+def sleep_until(deadline: float, stopping: threading.Event) -> None:
+    """Sleep until ``deadline`` (time.monotonic) or until ``stopping`` is set."""
+    stopping.wait(max(0.0, deadline - time.monotonic()))
