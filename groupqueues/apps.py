@@ -7,3 +7,8 @@ class GroupQueuesConfig(AppConfig):
     name = "groupqueues"
     verbose_name = "Group queues"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from groupqueues import signals
+
+        signals.connect()

@@ -19,6 +19,9 @@ class ProductSettings:
     session_manual_merge_enabled: bool
     worker_poll_interval: float
     listen_notify_enabled: bool
+    worker_grace_seconds: float
+    maintenance_interval: float
+    maintenance_lease_ttl: float
 
 
 def product_settings() -> ProductSettings:
@@ -31,4 +34,7 @@ def product_settings() -> ProductSettings:
         session_manual_merge_enabled=getattr(dj, "SESSIONQUEUES_MANUAL_MERGE", True),
         worker_poll_interval=getattr(dj, "QUEUE_WORKER_POLL_INTERVAL", 0.5),
         listen_notify_enabled=getattr(dj, "QUEUE_LISTEN_NOTIFY", True),
+        worker_grace_seconds=getattr(dj, "QUEUE_WORKER_GRACE_SECONDS", 30.0),
+        maintenance_interval=getattr(dj, "QUEUE_MAINTENANCE_INTERVAL", 10.0),
+        maintenance_lease_ttl=getattr(dj, "QUEUE_MAINTENANCE_LEASE_TTL", 30.0),
     )
