@@ -9,6 +9,7 @@ class GroupQueuesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from groupqueues import signals
+        from groupqueues import admin_consumers, signals  # admin: registration is guarded
 
         signals.connect()
+        del admin_consumers

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.db.models.signals import post_save
 
 from principals.models import App, Group
 
 
 def _app_saved(sender: Any, instance: App, **kwargs: Any) -> None:
-    """An app was created or moved: re-sync the shared triggers after commit."""
+    """An app was created or moved: re-sync the shared triggers (in the same
+    transaction, so a rolled-back app leaves no consumer)."""
     from groupqueues.trigger_services import consumers_sync_for_app
 
-    transaction.on_commit(lambda: consumers_sync_for_app(app=instance))
+    consumers_sync_for_app(app=instance)
 
 
 def _group_saved(sender: Any, instance: Group, created: bool, **kwargs: Any) -> None:
@@ -25,7 +25,7 @@ def _group_saved(sender: Any, instance: Group, created: bool, **kwargs: Any) -> 
         return
     from groupqueues.trigger_services import consumers_sync
 
-    transaction.on_commit(lambda: consumers_sync())
+    consumers_sync()
 
 
 def connect() -> None:

@@ -71,7 +71,7 @@ def _check_trigger(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _check_webhook_shared(trigger: Trigger) -> None:
+def check_webhook_shared(trigger: Trigger) -> None:
     if trigger.handler == WEBHOOK_HANDLER and not trigger.shared:
         raise err.InvalidQueueInput.field(
             "shared", "A webhook trigger must be shared: each app posts to its own endpoint."
@@ -98,7 +98,7 @@ def trigger_create(
          "concurrency": concurrency, "visibility_timeout": visibility_timeout}
     )  # fmt: skip
     trigger = Trigger(group=group, shared=bool(shared), enabled=bool(enabled), **fields)
-    _check_webhook_shared(trigger)
+    check_webhook_shared(trigger)
     trigger_collection(trigger=trigger)
     with transaction.atomic():
         if Trigger.objects.filter(
@@ -133,7 +133,7 @@ def trigger_update(
             fields[flag] = bool(value)
     for name, value in fields.items():
         setattr(trigger, name, value)
-    _check_webhook_shared(trigger)
+    check_webhook_shared(trigger)
     with transaction.atomic():
         trigger.save()
         consumers_sync(trigger=trigger)
