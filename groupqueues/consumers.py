@@ -48,9 +48,11 @@ def sleep(delivery: Delivery) -> None:
 
 @handlers.register("poison")
 def poison(delivery: Delivery) -> None:
-    """Succeeds unless the payload says ``{"poison": true}``: then it raises
-    (retried, then dead ``exhausted``); ``{"poison": "fatal"}`` dies at once."""
+    """Sleeps ``payload["seconds"]`` (default 0), then succeeds unless the
+    payload says ``{"poison": true}``: then it raises (retried, then dead
+    ``exhausted``); ``{"poison": "fatal"}`` dies at once."""
     payload = delivery.payload if isinstance(delivery.payload, dict) else {}
+    time.sleep(float(payload.get("seconds", 0)))
     if payload.get("poison") == "fatal":
         raise PermanentFailure("poison message")
     if payload.get("poison"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import time
 from typing import Any
 
@@ -23,14 +24,57 @@ def run_command(*args: str, timeout: float = TIMEOUT, **env: str) -> subprocess.
     )
 
 
-def start_command(*args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        manage_cmd(*args),
-        env=subprocess_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+class Started:
+    """A running command whose output goes to temporary files (a pipe nobody
+    reads would fill up and block the worker's logging)."""
+
+    def __init__(self, *args: str, **env: str) -> None:
+        # closed when the object goes away (a test helper)
+        self.out = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        self.err = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            manage_cmd(*args),
+            env=subprocess_env(**env),
+            stdout=self.out,
+            stderr=self.err,
+            text=True,
+        )
+
+    def send_signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def communicate(self, timeout: float = TIMEOUT) -> tuple[str, str]:
+        """Wait for the exit (killing it after ``timeout``); (stdout, stderr)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        return self.read()
+
+    def read(self) -> tuple[str, str]:
+        texts = []
+        for f in (self.out, self.err):
+            f.seek(0)
+            texts.append(f.read())
+        return texts[0], texts[1]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_command(*args: str, **env: str) -> Started:
+    return Started(*args, **env)
 
 
 def outcome_lines(stderr: str) -> list[dict[str, Any]]:
