@@ -29,9 +29,8 @@ class Started:
     reads would fill up and block the worker's logging)."""
 
     def __init__(self, *args: str, **env: str) -> None:
-        # closed when the object goes away (a test helper)
-        self.out = tempfile.TemporaryFile("w+")  # noqa: SIM115
-        self.err = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        self.paths = [tempfile.mkstemp(prefix="worker-", suffix=f".{n}")[1] for n in ("out", "err")]
+        self.out, self.err = (open(p, "w") for p in self.paths)  # noqa: SIM115
         self.proc = subprocess.Popen(
             manage_cmd(*args),
             env=subprocess_env(**env),
@@ -61,10 +60,11 @@ class Started:
         return self.read()
 
     def read(self) -> tuple[str, str]:
+        """What it wrote so far (readable while it runs)."""
         texts = []
-        for f in (self.out, self.err):
-            f.seek(0)
-            texts.append(f.read())
+        for path in self.paths:
+            with open(path) as f:
+                texts.append(f.read())
         return texts[0], texts[1]
 
     def kill(self) -> None:
