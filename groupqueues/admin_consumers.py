@@ -37,7 +37,11 @@ class TriggerForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        probe = Trigger(**{k: data.get(k) for k in TRIGGER_FIELDS if k in data})
+        values = {k: getattr(self.instance, k) for k in TRIGGER_FIELDS if k != "group"}
+        values.update({k: v for k, v in data.items() if k in TRIGGER_FIELDS})
+        if "group" not in values:  # read-only once created
+            values["group"] = self.instance.group
+        probe = Trigger(**values)
         try:
             trigger_services.trigger_collection(trigger=probe)
             trigger_services.check_webhook_shared(probe)
@@ -75,11 +79,11 @@ class TriggerAdmin(CapabilityAdmin):
         return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
 
     def save_model(self, request: Any, obj: Trigger, form: Any, change: bool) -> None:
-        data = {k: form.cleaned_data[k] for k in TRIGGER_FIELDS}
+        data = {k: form.cleaned_data[k] for k in TRIGGER_FIELDS if k in form.cleaned_data}
         if change:
             for name in ("group", "collection_name"):
-                data.pop(name)
-            trigger_services.trigger_update(trigger=obj, **data)
+                data.pop(name, None)
+            trigger_services.trigger_update(trigger=Trigger.objects.get(pk=obj.pk), **data)
         else:
             obj.pk = trigger_services.trigger_create(**data).pk
 
