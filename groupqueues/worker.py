@@ -9,7 +9,8 @@ Threads and what they do:
 - ``concurrency`` slot threads per lane (a lane is one consumer: a collection
   and a handler). A slot claims up to ``batch`` messages in one statement,
   runs the handler on each in turn, nacks (backoff) or fails each failure at
-  once and acks the successes together with ``message_ack_batch``; when
+  once and hands the successes to the acker thread, which acks whatever has
+  queued up in one ``message_ack_batch`` per collection; when
   stopping it releases the messages it has not started (attempt not spent).
   Idle slots sleep on the collection's LISTEN/NOTIFY channel (or poll);
 - one heartbeat thread extends the leases of claimed messages every third of
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import socket
 import sys
 import threading
@@ -53,6 +55,7 @@ IDLE_RECHECK = 1.0  # seconds: an idle slot re-checks at least this often (delay
 UNTIL_EMPTY_RECHECK = 0.05  # seconds: how often an idle slot re-checks with --until-empty
 RELOAD_EVERY = 10.0  # seconds: how often the consumers are re-read
 PROGRESS_EVERY = 0.5  # seconds
+ACK_FLUSH_EVERY = 0.1  # seconds: successes wait at most this long for the batch to end
 HEARTBEAT_TICK = 0.2  # seconds: how often the heartbeat looks for leases to extend
 ERROR_TEXT_MAX = 2000
 
@@ -184,6 +187,93 @@ class Batch:
     extended_at: float = field(default_factory=time.monotonic)
 
 
+class Acker:
+    """Acks successes in batches on its own thread, so a slot claims its next
+    batch while the previous one is being acked: whatever has queued up since
+    the last round (up to 500 per collection) goes in one ``message_ack_batch``.
+    Until acked, a message stays claimed; a crash leaves it to its lease."""
+
+    ROUND = 500
+    IDLE = 0.05  # seconds
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.pending: queue.SimpleQueue[list[tuple[Lane, ClaimedMessage, float]] | None] = (
+            queue.SimpleQueue()
+        )
+        self.done = threading.Event()
+
+    def put(self, acks: list[tuple[Lane, ClaimedMessage, float]]) -> None:
+        self.pending.put(acks)
+
+    def finish(self, timeout: float) -> None:
+        """Ack what is queued, then stop the thread."""
+        self.pending.put(None)
+        self.done.wait(timeout)
+
+    def run(self) -> None:
+        backlog: list[tuple[Lane, ClaimedMessage, float]] = []
+        closing = False
+        try:
+            while not (closing and not backlog):
+                closing = self._collect(backlog) or closing
+                backlog = self._flush(backlog)
+        finally:
+            connections.close_all()
+            self.done.set()
+
+    def _collect(self, backlog: list[tuple[Lane, ClaimedMessage, float]]) -> bool:
+        """Move queued acks into ``backlog`` (waiting a moment when there are
+        none); True once the closing sentinel was seen."""
+        try:
+            items = [self.pending.get(timeout=self.IDLE)] if not backlog else []
+        except queue.Empty:
+            return False
+        while len(backlog) < self.ROUND * 4:
+            try:
+                items.append(self.pending.get_nowait())
+            except queue.Empty:
+                break
+        for item in items:
+            if item is not None:
+                backlog.extend(item)
+        return None in items
+
+    def _flush(
+        self, backlog: list[tuple[Lane, ClaimedMessage, float]]
+    ) -> list[tuple[Lane, ClaimedMessage, float]]:
+        """Ack the backlog per collection; what could not be sent (database
+        unavailable) is returned to retry."""
+        by_lane: dict[Lane, list[tuple[ClaimedMessage, float]]] = {}
+        for lane, message, duration in backlog:
+            by_lane.setdefault(lane, []).append((message, duration))
+        left: list[tuple[Lane, ClaimedMessage, float]] = []
+        for lane, items in by_lane.items():
+            for i in range(0, len(items), self.ROUND):
+                chunk = items[i : i + self.ROUND]
+                try:
+                    self._ack(lane, chunk)
+                except (OperationalError, InterfaceError, DatabaseError) as exc:
+                    logger.warning("acker: database unavailable (%s); retrying", exc)
+                    Worker._drop_connection()
+                    time.sleep(0.2)
+                    left += [(lane, m, d) for m, d in chunk]
+        return left
+
+    def _ack(self, lane: Lane, acks: list[tuple[ClaimedMessage, float]]) -> None:
+        result = services.message_ack_batch(
+            collection=lane.collection, acks=[(m.id, m.claim_token) for m, _ in acks]
+        )
+        tally = self.worker.tally
+        tally.add("acked", result.acked)
+        tally.add("lease_lost", len(acks) - result.acked)
+        if logger.isEnabledFor(logging.INFO):
+            landed = {r.id for r in result.results if r.acked}
+            for message, duration in acks:
+                outcome = "acked" if message.id in landed else "lease_lost"
+                self.worker._log(lane, message, outcome, duration)
+
+
 # --------------------------------------------------------------------- worker
 
 
@@ -221,6 +311,8 @@ class Worker(Runner):
         self._last_progress = 0.0
         self.timed_out = False
         self.maintenance: Any = None
+        self.acker = Acker(self)
+        self._start_thread(self.acker.run, "gq-acker")
         self._start_lanes(lanes)
         self._start_thread(self._heartbeat, "gq-heartbeat")
         if options.maintenance:
@@ -289,6 +381,7 @@ class Worker(Runner):
                 self.timed_out = True
         if self.timed_out:
             logger.warning("grace period of %.0fs over; handlers still running", self.options.grace)
+        self.acker.finish(max(1.0, deadline - time.monotonic()))
         if self.maintenance is not None:
             self.maintenance.request_stop()
 
@@ -371,23 +464,33 @@ class Worker(Runner):
         batch = Batch(lane, {m.id: m for m in claimed})
         with self._lock:
             self._batches.add(batch)
-        acks: list[tuple[ClaimedMessage, float]] = []
+        acks: list[tuple[Lane, ClaimedMessage, float]] = []
+        first_success = 0.0
         try:
             for message in claimed:
                 if self.stopping.is_set():
                     break
                 ok, duration = self._run_handler(lane, message)
-                if ok:
-                    acks.append((message, duration))
-                else:
+                if not ok:
                     batch.held.pop(message.id, None)
+                    continue
+                acks.append((lane, message, duration))
+                first_success = first_success or time.monotonic()
+                if time.monotonic() - first_success > ACK_FLUSH_EVERY:  # slow handlers
+                    self._hand_over(batch, acks)
+                    acks, first_success = [], 0.0
         finally:
+            self._hand_over(batch, acks)
             with self._lock:
                 self._batches.discard(batch)
-            self._ack(lane, acks)
-            for message in acks:
-                batch.held.pop(message[0].id, None)
             self._release(lane, list(batch.held.values()))
+
+    def _hand_over(self, batch: Batch, acks: list[tuple[Lane, ClaimedMessage, float]]) -> None:
+        """Pass successes to the acker (the heartbeat no longer extends them)."""
+        if acks:
+            self.acker.put(acks)
+            for _, message, _ in acks:
+                batch.held.pop(message.id, None)
 
     # --- outcomes -------------------------------------------------------------------
     def _run_handler(self, lane: Lane, message: ClaimedMessage) -> tuple[bool, float]:
@@ -426,20 +529,6 @@ class Worker(Runner):
             outcome = "lease_lost"
         self.tally.add(outcome)
         self._log(lane, message, outcome, duration, error=error)
-
-    def _ack(self, lane: Lane, acks: list[tuple[ClaimedMessage, float]]) -> None:
-        if not acks:
-            return
-        result = services.message_ack_batch(
-            collection=lane.collection, acks=[(m.id, m.claim_token) for m, _ in acks]
-        )
-        landed = {r.id for r in result.results if r.acked}
-        self.tally.add("acked", result.acked)
-        self.tally.add("lease_lost", len(acks) - result.acked)
-        if logger.isEnabledFor(logging.INFO):
-            for message, duration in acks:
-                outcome = "acked" if message.id in landed else "lease_lost"
-                self._log(lane, message, outcome, duration)
 
     def _release(self, lane: Lane, messages: list[ClaimedMessage]) -> None:
         """Give back claims not started (graceful stop): attempt not spent."""
