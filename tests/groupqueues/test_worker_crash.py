@@ -82,3 +82,36 @@ def test_crash__sigkilled_worker_loses_nothing():
     }
     rescued = {str(i) for i in held_by_victim - poison_ids}
     assert rescued and rescued <= acked_later
+
+
+def test_reconnect__worker_survives_its_connections_being_killed():
+    from django.db import connection
+
+    group = GroupFactory(slug="flaky")
+    queue = services.collection_create(group=group, name="work")
+
+    def enqueue(n):
+        news = [services.NewMessage(payload={"n": i}) for i in range(n)]
+        services.message_enqueue_batch(collection=queue, messages=news, enqueued_by="t")
+
+    def drained():
+        return not Message.objects.exists()
+
+    proc = start_command("queue_worker", "--queue", "flaky/work", "--handler", "noop")
+    try:
+        enqueue(10)
+        wait_for(drained)
+        with connection.cursor() as cur:  # every other session of the test database
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert cur.fetchall(), "the worker had connections"
+        enqueue(10)
+        wait_for(drained)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "database unavailable" in stderr or "listen connection lost" in stderr
