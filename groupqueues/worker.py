@@ -442,8 +442,10 @@ class Worker(Runner):
     def _turn(self, lane: Lane) -> bool:
         """Claim one batch and handle it. False when nothing was claimed."""
         wanted = self.budget.take(lane.batch)
-        if not wanted:
-            self.request_stop()  # --max-messages reached
+        if not wanted:  # --max-messages reached: stop once the last claims are handled
+            with self._lock:
+                if self._busy == 0:
+                    self.request_stop()
             return False
         with self._lock:
             self._busy += 1

@@ -168,3 +168,23 @@ def test_worker__heartbeat_extends_leases_of_long_handlers(group):
     )
     assert done.returncode == 0, done.stderr
     assert [x["outcome"] for x in outcome_lines(done.stderr)] == ["acked"]
+
+
+def test_worker__max_messages_with_several_threads_handles_exactly_that_many(queue):
+    enqueue_many(queue, [{"seconds": 0.05} for _ in range(30)])
+    done = run_command(
+        "queue_worker",
+        "--queue",
+        "owners/jobs",
+        "--handler",
+        "sleep",
+        "--batch",
+        "4",
+        "--concurrency",
+        "3",
+        "--max-messages",
+        "10",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "processed=10 acked=10 retried=0 dead=0 released=0" in done.stdout
+    assert Message.objects.filter(state=MessageState.READY, attempt=0).count() == 20
