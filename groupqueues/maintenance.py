@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from groupqueues import services
 from groupqueues.trigger_services import consumers_sync
@@ -78,7 +78,13 @@ class Maintenance(Runner):
 
     def tick(self) -> bool:
         if self.leadership.ensure():
-            report = maintenance_pass()
+            try:
+                report = maintenance_pass()
+            except DatabaseError:
+                raise  # the Runner reconnects
+            except Exception:  # a bug must not end maintenance for good
+                logger.exception("maintenance pass failed")
+                return False
             self.passes += 1
             logger.info("maintenance by %s: %s", self.leadership.owner, report)
             if self.on_pass is not None:

@@ -172,10 +172,6 @@ class Budget:
             if self._left is not None:
                 self._left += n
 
-    @property
-    def spent(self) -> bool:
-        return self._left == 0
-
 
 @dataclass(eq=False)
 class Batch:
@@ -253,11 +249,13 @@ class Acker:
                 chunk = items[i : i + self.ROUND]
                 try:
                     self._ack(lane, chunk)
-                except (OperationalError, InterfaceError, DatabaseError) as exc:
+                except DatabaseError as exc:  # OperationalError, InterfaceError included
                     logger.warning("acker: database unavailable (%s); retrying", exc)
                     Worker._drop_connection()
                     time.sleep(0.2)
                     left += [(lane, m, d) for m, d in chunk]
+                except Exception:  # never let the thread die: those leases just lapse
+                    logger.exception("acker: acking %d messages failed", len(chunk))
         return left
 
     def _ack(self, lane: Lane, acks: list[tuple[ClaimedMessage, float]]) -> None:
@@ -401,8 +399,8 @@ class Worker(Runner):
                     self.stopping.wait(backoff)
                     backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX)
                     continue
-                except DatabaseError:
-                    logger.exception("slot %s: database error; retrying", lane)
+                except Exception:  # a database or programming error: log, back off, go on
+                    logger.exception("slot %s: error; retrying", lane)
                     self._drop_connection()
                     self.stopping.wait(backoff)
                     continue

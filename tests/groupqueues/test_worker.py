@@ -112,6 +112,7 @@ def test_worker__max_messages_stops_early(queue):
         (["--queue", "owners/jobs"], "No enabled trigger"),
         (["--queue", "owners/jobs", "--handler", "noop", "--batch", "0"], "greater than 0"),
         (["--queue", "owners/jobs", "--handler", "noop", "--batch", "101"], "at most 100"),
+        (["--queue", "owners/jobs", "--handler", "noop", "--worker-id", ""], "worker_id"),
     ],
 )
 def test_worker__bad_arguments_fail_clearly(queue, args, problem):

@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 from groupqueues import services
 from groupqueues.handlers import handlers
 from groupqueues.models import Collection, Consumer
+from groupqueues.validation import check_worker_id
 from groupqueues.worker import (
     Lane,
     Worker,
@@ -63,6 +64,8 @@ class Command(ServiceCommand):
     def run(self, *args: Any, **opts: Any) -> None:
         if opts["batch"] and opts["batch"] > services.MAX_CLAIM:
             raise CommandError(f"--batch is at most {services.MAX_CLAIM}.")
+        if opts["worker_id"] is not None:
+            check_worker_id(opts["worker_id"])
         queues = [self._collection(ref) for ref in opts["queue"]]
         lanes, source = self._lanes(queues, opts)
         grace = opts["grace"] if opts["grace"] is not None else (
