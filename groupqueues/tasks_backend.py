@@ -27,29 +27,39 @@ message dies ``failed``. ``get_result(id)`` reads the TaskRun.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import traceback
 from typing import Any
 
 from django.db import transaction
+from django.utils.crypto import get_random_string
 from django.utils.module_loading import import_string
 
 try:  # Django >= 6
-    from django.tasks import Task, TaskResult, TaskResultStatus  # type: ignore[import-not-found]
+    from django.tasks import (  # type: ignore[import-not-found]
+        Task,
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+    )
     from django.tasks.backends.base import BaseTaskBackend  # type: ignore[import-not-found]
     from django.tasks.base import TaskError  # type: ignore[import-not-found]
     from django.tasks.exceptions import (  # type: ignore[import-not-found]
-        InvalidTaskBackendError,
-        TaskResultDoesNotExist,
+        InvalidTaskBackend as InvalidTaskBackendError,
     )
-    from django.tasks.utils import get_random_id, normalize_json  # type: ignore[import-not-found]
+    from django.tasks.exceptions import TaskResultDoesNotExist  # type: ignore[import-not-found]
+    from django.tasks.signals import (  # type: ignore[import-not-found]
+        task_enqueued,
+        task_finished,
+        task_started,
+    )
 except ImportError:  # Django 5.2 with the django-tasks package
-    from django_tasks import TaskResult, TaskResultStatus
+    from django_tasks import TaskContext, TaskResult, TaskResultStatus
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskError
     from django_tasks.exceptions import InvalidTaskBackendError, TaskResultDoesNotExist
-    from django_tasks.utils import get_random_id, normalize_json
-
-import contextlib
+    from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from groupqueues import services
 from groupqueues.exceptions import CollectionExists, CollectionNotFound, TriggerExists
@@ -60,6 +70,7 @@ from principals.models import Group
 from queueproject import clock
 
 TASK_HANDLER = "django_task"
+RESULT_ID_LENGTH = 32
 ENQUEUED_BY = "tasks"
 
 
@@ -86,7 +97,7 @@ class GroupQueueTaskBackend(BaseTaskBackend):
         self.validate_task(task)
         now = clock.now()
         run = TaskRun(
-            id=get_random_id(), backend=self.alias, task_path=task.module_path,
+            id=get_random_string(RESULT_ID_LENGTH), backend=self.alias, task_path=task.module_path,
             queue_name=task.queue_name, priority=task.priority, args=normalize_json(args),
             kwargs=normalize_json(kwargs), enqueued_at=now, run_after=task.run_after,
         )  # fmt: skip
@@ -98,7 +109,9 @@ class GroupQueueTaskBackend(BaseTaskBackend):
                 priority=task.priority, deliver_after=task.run_after,
             )  # fmt: skip
             TaskRun.objects.filter(pk=run.pk).update(message_id=message.id)
-        return task_result(run, task)
+        result = task_result(run, task)
+        task_enqueued.send(type(self), task_result=result)
+        return result
 
     def _collection(self, queue_name: str) -> Collection:
         group = Group.objects.filter(slug=self.group_slug).first()
@@ -151,6 +164,12 @@ def _task_of(run: TaskRun) -> Task:
                      backend=run.backend)  # fmt: skip
 
 
+def normalize_json(value: Any) -> Any:
+    """``value`` as plain JSON types (tuples become lists); TypeError/ValueError
+    for anything JSON cannot carry."""
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
 def task_result(run: TaskRun, task: Task) -> TaskResult:
     result = TaskResult(
         task=task, id=run.id, status=TaskResultStatus(run.status), enqueued_at=run.enqueued_at,
@@ -178,19 +197,29 @@ def task_run_execute(*, run_id: str, worker_id: str) -> None:
         return
     try:
         task = _task_of(run)
+        _signal(task_started, run_id)
         value = _call(task, run)
     except Exception as exc:
         task_run_finish(run_id=run_id, error=exc)
+        _signal(task_finished, run_id)
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     task_run_finish(run_id=run_id, return_value=value)
+    _signal(task_finished, run_id)
+
+
+def _signal(signal: Any, run_id: str) -> None:
+    """Send a Tasks signal with the run's current result; receivers' errors are
+    logged by ``send_robust``, never raised into the run."""
+    run = TaskRun.objects.get(pk=run_id)
+    try:
+        result = task_result(run, _task_of(run))
+    except TaskFailed:
+        return  # not a task: nothing to describe
+    signal.send_robust(GroupQueueTaskBackend, task_result=result)
 
 
 def _call(task: Task, run: TaskRun) -> Any:
     if task.takes_context:
-        try:
-            from django.tasks import TaskContext  # type: ignore[import-not-found]
-        except ImportError:
-            from django_tasks import TaskContext
         context = TaskContext(task_result=task_result(run, task))
         return normalize_json(task.call(context, *run.args, **run.kwargs))
     return normalize_json(task.call(*run.args, **run.kwargs))

@@ -121,3 +121,19 @@ def test_run_after__not_run_before_its_time(tasks_group):
     drain()
     assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
     assert tasks.add.get_result(soon.id).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_enqueue__sends_the_enqueued_signal(tasks_group):
+    from django_tasks.signals import task_enqueued
+
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append(task_result.id)
+
+    task_enqueued.connect(receiver)
+    try:
+        result = tasks.add.enqueue(1, 2)
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert seen == [result.id]
