@@ -309,6 +309,7 @@ class Worker(Runner):
         self._last_progress = 0.0
         self.timed_out = False
         self.maintenance: Any = None
+        self._worker_json = json.dumps(options.worker_id)
         self.acker = Acker(self)
         self._start_thread(self.acker.run, "gq-acker")
         self._start_lanes(lanes)
@@ -544,15 +545,24 @@ class Worker(Runner):
             self._log(lane, message, outcome, 0.0)
 
     def _log(
-        self, lane: Lane, message: ClaimedMessage, outcome: str, duration: float, **extra: Any
+        self,
+        lane: Lane,
+        message: ClaimedMessage,
+        outcome: str,
+        duration: float,
+        error: str | None = None,
     ) -> None:
-        """One structured (JSON) line per message outcome."""
+        """One structured (JSON) line per message outcome. Built by hand: at
+        10,000 messages a second ``json.dumps`` of a dict is a visible cost;
+        only free text (worker id, error) needs escaping."""
         if logger.isEnabledFor(logging.INFO):
-            line = {"event": "message", "outcome": outcome, "id": str(message.id),
-                    "queue": lane.queue, "handler": lane.handler_name, "attempt": message.attempt,
-                    "duration_ms": round(duration, 3), "worker": self.options.worker_id,
-                    **extra}  # fmt: skip
-            logger.info(json.dumps(line))
+            tail = f', "error": {json.dumps(error)}}}' if error is not None else "}"
+            logger.info(
+                f'{{"event": "message", "outcome": "{outcome}", "id": "{message.id}", '
+                f'"queue": "{lane.queue}", "handler": {json.dumps(lane.handler_name)}, '
+                f'"attempt": {message.attempt}, "duration_ms": {duration:.3f}, '
+                f'"worker": {self._worker_json}{tail}'
+            )
 
     # --- heartbeat ------------------------------------------------------------------
     def _heartbeat(self) -> None:
