@@ -36,6 +36,13 @@ class MaintenanceReport:
     consumers_created: int
     consumers_deleted: int
 
+    @property
+    def changed(self) -> bool:
+        return any(
+            (self.reclaimed, self.expired, self.pruned, self.exhausted,
+             self.consumers_created, self.consumers_deleted)
+        )  # fmt: skip
+
     def __str__(self) -> str:
         return (
             f"reclaimed={self.reclaimed} expired={self.expired} pruned={self.pruned} "
@@ -86,7 +93,8 @@ class Maintenance(Runner):
                 logger.exception("maintenance pass failed")
                 return False
             self.passes += 1
-            logger.info("maintenance by %s: %s", self.leadership.owner, report)
+            level = logging.INFO if report.changed else logging.DEBUG
+            logger.log(level, "maintenance by %s: %s", self.leadership.owner, report)
             if self.on_pass is not None:
                 self.on_pass(self.leadership.owner, report)
         if self.once:
