@@ -189,3 +189,44 @@ def test_worker__max_messages_with_several_threads_handles_exactly_that_many(que
     assert done.returncode == 0, done.stderr
     assert "processed=10 acked=10 retried=0 dead=0 released=0" in done.stdout
     assert Message.objects.filter(state=MessageState.READY, attempt=0).count() == 20
+
+
+def test_worker__grace_period_over_exits_nonzero_and_leaves_the_lease(queue):
+    enqueue_many(queue, [{"seconds": 30}])
+    proc = start_command(
+        "queue_worker", "--queue", "owners/jobs", "--handler", "sleep", "--grace", "1"
+    )
+    try:
+        wait_for(lambda: Message.objects.filter(state=MessageState.CLAIMED).exists())
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 10
+    assert "grace period" in stderr
+    assert Message.objects.get().state == MessageState.CLAIMED  # reclaimed once the lease lapses
+
+
+def test_worker__polls_when_listen_is_disabled(queue):
+    enqueue_many(queue, [{"n": i} for i in range(5)])
+    proc = start_command(
+        "queue_worker",
+        "--queue",
+        "owners/jobs",
+        "--handler",
+        "noop",
+        QUEUE_LISTEN_NOTIFY="0",
+        QUEUE_WORKER_POLL_INTERVAL="0.1",
+    )
+    try:
+        wait_for(lambda: not Message.objects.exists())
+        enqueue_many(queue, [{"n": 9}])
+        wait_for(lambda: not Message.objects.exists(), timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert "waking by polling every 0.1s" in stderr
