@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 import time
 from typing import Any
 
@@ -20,6 +21,18 @@ import httpx
 TIMESTAMP_HEADER = "X-Queue-Timestamp"
 SIGNATURE_HEADER = "X-Queue-Signature"
 SUMMARY_MAX = 500
+
+
+_local = threading.local()
+
+
+def _client() -> httpx.Client:
+    """This thread's HTTP client: connections to an endpoint are kept alive
+    between deliveries (a worker slot posts many messages in a row)."""
+    client = getattr(_local, "client", None)
+    if client is None:
+        client = _local.client = httpx.Client(follow_redirects=False)
+    return client
 
 
 def sign(secret: bytes | str, body: bytes, timestamp: int) -> str:
@@ -49,7 +62,7 @@ def post_signed(
         SIGNATURE_HEADER: f"sha256={sign(secret, body, timestamp)}",
     }
     try:
-        response = httpx.post(url, content=body, headers=headers, timeout=timeout)
+        response = _client().post(url, content=body, headers=headers, timeout=timeout)
     except httpx.TimeoutException:
         return False, None, f"webhook timed out after {timeout:g}s: {url}"
     except httpx.HTTPError as exc:
