@@ -30,7 +30,6 @@ import logging
 import os
 import queue
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -577,9 +576,11 @@ class Worker(Runner):
                 batch.extended_at = now
                 try:
                     self._extend(batch)
-                except (OperationalError, InterfaceError):
-                    logger.warning("heartbeat: database unavailable; retrying")
+                except DatabaseError as exc:  # retried at the next tick
+                    logger.warning("heartbeat: database unavailable (%s); retrying", exc)
                     self._drop_connection()
+                except Exception:  # never let the heartbeat die
+                    logger.exception("heartbeat failed")
         connections.close_all()
 
     def _extend(self, batch: Batch) -> None:
@@ -591,8 +592,8 @@ class Worker(Runner):
                     visibility_timeout=batch.lane.visibility_timeout,
                 )  # fmt: skip
             except LeaseLost:
-                batch.held.pop(message.id, None)
-                logger.warning("heartbeat: lease of %s lost", message.id)
+                if batch.held.pop(message.id, None) is not None:  # not just settled
+                    logger.warning("heartbeat: lease of %s lost", message.id)
 
     # --- progress -------------------------------------------------------------------
     def summary(self) -> str:
@@ -623,7 +624,3 @@ def poll_mode() -> str:
     if notify.listen_available():
         return "LISTEN/NOTIFY"
     return f"polling every {product_settings().worker_poll_interval:g}s"
-
-
-def stderr() -> TextIO:
-    return sys.stderr
