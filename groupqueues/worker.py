@@ -55,6 +55,7 @@ UNTIL_EMPTY_RECHECK = 0.05  # seconds: how often an idle slot re-checks with --u
 RELOAD_EVERY = 10.0  # seconds: how often the consumers are re-read
 PROGRESS_EVERY = 0.5  # seconds
 ACK_FLUSH_EVERY = 0.1  # seconds: successes wait at most this long for the batch to end
+MAINTENANCE_RESIGN_WAIT = 2.0  # seconds to let the maintenance thread resign at exit
 HEARTBEAT_TICK = 0.2  # seconds: how often the heartbeat looks for leases to extend
 ERROR_TEXT_MAX = 2000
 
@@ -342,7 +343,9 @@ class Worker(Runner):
         from groupqueues.maintenance import Maintenance
 
         self.maintenance = Maintenance(owner=self.options.worker_id)
-        self._start_thread(self.maintenance.run_in_thread, "gq-maintenance")
+        self._maintenance_thread = self._start_thread(
+            self.maintenance.run_in_thread, "gq-maintenance"
+        )
 
     def _reload(self) -> None:
         """Start lanes for new consumers and stop lanes whose consumer went away."""
@@ -382,6 +385,7 @@ class Worker(Runner):
         self.acker.finish(max(1.0, deadline - time.monotonic()))
         if self.maintenance is not None:
             self.maintenance.request_stop()
+            self._maintenance_thread.join(MAINTENANCE_RESIGN_WAIT)  # hand leadership over
 
     # --- a slot -------------------------------------------------------------------
     def _run_slot(self, lane: Lane, lane_stop: threading.Event) -> None:

@@ -82,3 +82,32 @@ def test_maintenance_pass__reclaims_sweeps_and_drops(db):
         assert Message.objects.get(id=claimed).state == MessageState.READY
         clock.advance(11)
         assert maintenance_pass().pruned == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker__leads_maintenance_and_resigns_at_exit():
+    from queueproject.models import Lease
+
+    group = GroupFactory(slug="wm")
+    queue = services.collection_create(group=group, name="jobs", visibility_timeout=1)
+    services.message_enqueue(collection=queue, payload={}, enqueued_by="t")
+    services.message_claim(collection=queue, worker_id="gone", n=1)
+    proc = start_command(
+        "queue_worker",
+        "--queue",
+        "wm/jobs",
+        "--handler",
+        "noop",
+        "--worker-id",
+        "wm-1",
+        QUEUE_MAINTENANCE_INTERVAL="0.2",
+    )
+    try:
+        wait_for(lambda: Lease.objects.filter(owner="wm-1").exists())
+        wait_for(lambda: not Message.objects.exists())  # reclaimed, then handled
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert not Lease.objects.filter(owner="wm-1").exists()
