@@ -110,6 +110,7 @@ def test_worker__max_messages_stops_early(queue):
         (["--queue", "owners/none", "--handler", "noop"], "no queue"),
         (["--queue", "owners", "--handler", "noop"], "GROUP/NAME"),
         (["--queue", "owners/jobs"], "No enabled trigger"),
+        (["--app", "nobody"], "nobody"),
         (["--queue", "owners/jobs", "--handler", "noop", "--batch", "0"], "greater than 0"),
         (["--queue", "owners/jobs", "--handler", "noop", "--batch", "101"], "at most 100"),
         (["--queue", "owners/jobs", "--handler", "noop", "--worker-id", ""], "worker_id"),
@@ -230,3 +231,19 @@ def test_worker__polls_when_listen_is_disabled(queue):
         proc.kill()
     assert proc.returncode == 0
     assert "waking by polling every 0.1s" in stderr
+
+
+def test_worker__app_option_runs_only_that_apps_consumers(queue, group):
+    from tests.factories import AppFactory
+
+    AppFactory(slug="one", group=group)
+    AppFactory(slug="two", group=group)
+    trigger_services.trigger_create(
+        group=group, collection_name="jobs", handler="noop", shared=True
+    )
+    enqueue_many(queue, [{"n": i} for i in range(5)])
+    done = run_command("queue_worker", "--app", "two", "--until-empty")
+    assert done.returncode == 0, done.stderr
+    assert "jobs → noop as two" in done.stderr
+    assert "as one" not in done.stderr
+    assert not Message.objects.exists()

@@ -21,7 +21,7 @@ from groupqueues.worker import (
     lanes_of_consumers,
     poll_mode,
 )
-from principals.services import group_get
+from principals.services import app_get, group_get
 from queueproject.commands import ServiceCommand, positive_int
 from queueproject.conf import product_settings
 
@@ -41,6 +41,13 @@ class Command(ServiceCommand):
             default=[],
             metavar="GROUP/NAME",
             help="a queue to consume (repeatable); default: all consumers",
+        )
+        parser.add_argument(
+            "--app",
+            action="append",
+            default=[],
+            metavar="SLUG",
+            help="only the consumers of this app (repeatable)",
         )
         parser.add_argument("--handler", help="run this registered handler on the --queue queues")
         parser.add_argument("--concurrency", type=positive_int, help="threads per consumer")
@@ -100,6 +107,10 @@ class Command(ServiceCommand):
         if opts["handler"]:
             if not queues:
                 raise CommandError("--handler needs at least one --queue GROUP/NAME.")
+            if opts["app"]:
+                raise CommandError(
+                    "--app selects trigger consumers; it does not go with --handler."
+                )
             if opts["handler"] not in handlers.names():
                 raise CommandError(
                     f"Unknown handler {opts['handler']!r}; known: {', '.join(handlers.names())}."
@@ -108,14 +119,18 @@ class Command(ServiceCommand):
                                       concurrency=opts["concurrency"] or 1)  # fmt: skip
             return lanes, None
         wanted = {f"{c.group.slug}/{c.name}" for c in queues} if queues else None
+        consumers = Consumer.objects.runnable()
+        if opts["app"]:
+            apps = [app_get(ref=slug) for slug in opts["app"]]
+            consumers = consumers.filter(app__in=apps)
 
         def source() -> list[Lane]:
             return lanes_of_consumers(
-                Consumer.objects.runnable(), queues=wanted, batch=opts["batch"],
+                consumers.all(), queues=wanted, batch=opts["batch"],
                 concurrency=opts["concurrency"],
             )  # fmt: skip
 
         lanes = source()
-        if queues and not lanes:
-            raise CommandError("No enabled trigger consumes the given queues; use --handler.")
+        if (queues or opts["app"]) and not lanes:
+            raise CommandError("No enabled trigger consumes the given queues or apps.")
         return lanes, source
