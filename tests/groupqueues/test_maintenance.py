@@ -111,3 +111,11 @@ def test_worker__leads_maintenance_and_resigns_at_exit():
         proc.kill()
     assert proc.returncode == 0
     assert not Lease.objects.filter(owner="wm-1").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("args", [["--interval", "0"], ["--interval", "soon"], ["--ttl", "-1"]])
+def test_queue_maintenance__bad_arguments(args):
+    done = run_command("queue_maintenance", "--once", *args)
+    assert done.returncode != 0
+    assert "must be greater than 0" in done.stderr or "is not a number" in done.stderr
