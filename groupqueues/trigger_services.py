@@ -89,10 +89,11 @@ def trigger_create(
     visibility_timeout: int | None = None,
     enabled: bool = True,
 ) -> Trigger:
-    """Declare a trigger on ``group`` and materialise its consumers. The queue
-    must be visible from the group. Raises InvalidQueueInput (unregistered
-    handler, ranges), CollectionNotFound, AlreadyExists-style CollectionExists
-    for a duplicate (group, collection, handler)."""
+    """Declare a trigger on ``group`` and materialise its consumers, in one
+    transaction. The queue must be visible from the group. Raises
+    InvalidQueueInput (unregistered handler, ranges, an unshared webhook),
+    CollectionNotFound, TriggerExists (409) for a duplicate (group,
+    collection, handler)."""
     fields = _check_trigger(
         {"collection_name": collection_name, "handler": handler, "batch_size": batch_size,
          "concurrency": concurrency, "visibility_timeout": visibility_timeout}
