@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from groupqueues import exceptions as err
 from groupqueues import validation as check
@@ -101,15 +101,14 @@ def trigger_create(
     trigger = Trigger(group=group, shared=bool(shared), enabled=bool(enabled), **fields)
     check_webhook_shared(trigger)
     trigger_collection(trigger=trigger)
-    with transaction.atomic():
-        if Trigger.objects.filter(
-            group=group, collection_name=collection_name, handler=handler
-        ).exists():
-            raise err.TriggerExists(
-                f"Group {group.slug!r} already runs {handler!r} on {collection_name!r}."
-            )
-        trigger.save(force_insert=True)
-        consumers_sync(trigger=trigger)
+    try:
+        with transaction.atomic():  # the unique constraint decides a race
+            trigger.save(force_insert=True)
+            consumers_sync(trigger=trigger)
+    except IntegrityError as exc:
+        raise err.TriggerExists(
+            f"Group {group.slug!r} already runs {handler!r} on {collection_name!r}."
+        ) from exc
     return trigger
 
 
