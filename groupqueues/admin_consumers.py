@@ -94,7 +94,16 @@ class TriggerAdmin(CapabilityAdmin):
         trigger_services.trigger_delete(trigger=obj)
 
 
+class AppEndpointForm(forms.ModelForm):
+    url = forms.URLField(assume_scheme="https", max_length=500)
+
+    class Meta:
+        model = AppEndpoint
+        fields = ["app", "url", "secret", "timeout"]
+
+
 class AppEndpointAdmin(CapabilityAdmin):
+    form = AppEndpointForm
     change_capability = Capability.GROUP_MANAGE_ACCESS
     view_capability = Capability.GROUP_MANAGE_ACCESS  # the secret is visible
     list_display = ["app", "url", "timeout"]
@@ -109,6 +118,12 @@ class AppEndpointAdmin(CapabilityAdmin):
         from principals.admin import manageable_groups
 
         return qs.filter(app__group__in=[g.pk for g in manageable_groups(request)])
+
+    def save_model(self, request: Any, obj: AppEndpoint, form: Any, change: bool) -> None:
+        saved = trigger_services.endpoint_set(
+            app=obj.app, url=obj.url, secret=obj.secret, timeout=obj.timeout
+        )
+        obj.pk = saved.pk
 
 
 class TaskRunAdmin(admin.ModelAdmin):

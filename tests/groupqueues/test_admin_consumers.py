@@ -99,3 +99,24 @@ def test_viewer_sees_but_cannot_change(tree, jobs):
         f"/admin/groupqueues/trigger/{trigger.pk}/change/", form(tree, concurrency="5")
     )
     assert response.status_code == 403
+
+
+def test_endpoint__set_through_the_admin(superuser_client, tree):
+    from groupqueues.models import AppEndpoint
+
+    response = superuser_client.post(
+        "/admin/groupqueues/appendpoint/add/",
+        {
+            "app": str(tree["app_child"].pk),
+            "url": "https://example.test/hook",
+            "secret": "s",
+            "timeout": "5",
+        },
+    )
+    assert response.status_code == 302, response.content
+    endpoint = AppEndpoint.objects.get()
+    assert (endpoint.app, endpoint.url, endpoint.timeout) == (
+        tree["app_child"],
+        "https://example.test/hook",
+        5.0,
+    )
