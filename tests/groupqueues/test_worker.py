@@ -123,7 +123,7 @@ def test_worker__bad_arguments_fail_clearly(queue, args, problem):
 
 
 def test_worker__sigterm_finishes_running_handlers_and_releases_the_rest(queue):
-    enqueue_many(queue, [{"seconds": 1.5} for _ in range(6)])
+    enqueue_many(queue, [{"seconds": 3} for _ in range(6)])
     proc = start_command(
         "queue_worker",
         "--queue",
@@ -137,11 +137,14 @@ def test_worker__sigterm_finishes_running_handlers_and_releases_the_rest(queue):
         "--grace",
         "20",
     )
-    wait_for(lambda: Message.objects.filter(state=MessageState.CLAIMED).count() == 6)
-    time.sleep(0.3)  # both slots are inside their first handler
-    started = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=20)
+    try:
+        wait_for(lambda: Message.objects.filter(state=MessageState.CLAIMED).count() == 6)
+        time.sleep(1.0)  # both slots are inside their first handler
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
     assert proc.returncode == 0, stderr
     assert time.monotonic() - started < 5
     outcomes = sorted(x["outcome"] for x in outcome_lines(stderr))
@@ -163,8 +166,8 @@ def test_worker__second_signal_exits_at_once(queue):
 
 
 def test_worker__heartbeat_extends_leases_of_long_handlers(group):
-    queue = services.collection_create(group=group, name="slow", visibility_timeout=1)
-    enqueue_many(queue, [{"seconds": 2.5}])
+    queue = services.collection_create(group=group, name="slow", visibility_timeout=2)
+    enqueue_many(queue, [{"seconds": 3.5}])
     done = run_command(
         "queue_worker", "--queue", "owners/slow", "--handler", "sleep", "--until-empty"
     )
