@@ -173,6 +173,8 @@ def test_worker__heartbeat_extends_leases_of_long_handlers(group):
     )
     assert done.returncode == 0, done.stderr
     assert [x["outcome"] for x in outcome_lines(done.stderr)] == ["acked"]
+    assert "processed=0 acked=0" in done.stderr  # --until-empty progress while it runs
+    assert "processed=1 acked=1" in done.stdout  # the summary line
 
 
 def test_worker__max_messages_with_several_threads_handles_exactly_that_many(queue):
