@@ -362,6 +362,8 @@ class Worker(Runner):
             self._last_reload = now
             self._reload()
         self._show_progress()
+        if self.options.until_empty and not self._slots:
+            self.request_stop()  # nothing to consume: empty by definition
         return False
 
     def wait(self, timeout: float) -> None:

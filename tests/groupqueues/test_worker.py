@@ -252,3 +252,9 @@ def test_worker__app_option_runs_only_that_apps_consumers(queue, group):
     assert "jobs → noop as two" in done.stderr
     assert "as one" not in done.stderr
     assert not Message.objects.exists()
+
+
+def test_worker__until_empty_without_consumers_exits_at_once():
+    done = run_command("queue_worker", "--until-empty", timeout=20)
+    assert done.returncode == 0, done.stderr
+    assert "processed=0" in done.stdout
