@@ -7,3 +7,9 @@ class GroupQueuesConfig(AppConfig):
     name = "groupqueues"
     verbose_name = "Group queues"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from groupqueues import admin_consumers, signals  # admin: registration is guarded
+
+        signals.connect()
+        del admin_consumers

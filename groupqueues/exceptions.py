@@ -61,3 +61,7 @@ class QueueFull(GroupQueueError):
 
     status_code = 429
     code = "queue_full"
+
+
+class TriggerExists(GroupQueueError, AlreadyExists):
+    """The group already runs that handler on that collection."""

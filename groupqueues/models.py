@@ -261,3 +261,147 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.state})"
+
+
+# ------------------------------------------------------- consumers and workers
+
+
+class TriggerQuerySet(models.QuerySet["Trigger"]):
+    def enabled(self) -> TriggerQuerySet:
+        return self.filter(enabled=True)
+
+
+class Trigger(models.Model):
+    """A consumer template declared by a group (SPEC §2 "Consumers and
+    workers"): run ``handler`` on the queue ``collection_name`` as seen from
+    ``group`` (the nearest group up the chain declaring it). A ``shared``
+    trigger is materialised as one Consumer per app in the group's subtree,
+    otherwise as one Consumer for the group; ``trigger_services`` keeps the
+    consumers in sync. ``visibility_timeout`` None = the collection's."""
+
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="queue_triggers")
+    collection_name = models.CharField(max_length=64, validators=[COLLECTION_NAME_VALIDATOR])
+    handler = models.CharField(max_length=100)
+    batch_size = models.PositiveIntegerField(default=10)
+    concurrency = models.PositiveIntegerField(default=1)
+    visibility_timeout = models.PositiveIntegerField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    shared = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects: ClassVar[TriggerQuerySet] = TriggerQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        ordering = ["group_id", "collection_name", "handler"]
+        constraints: ClassVar = [
+            models.UniqueConstraint(
+                fields=["group", "collection_name", "handler"], name="gq_trigger_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(batch_size__gte=1) & Q(batch_size__lte=100),
+                name="gq_trigger_batch_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(concurrency__gte=1) & Q(concurrency__lte=64),
+                name="gq_trigger_concurrency_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group.slug}/{self.collection_name} → {self.handler}"
+
+
+class ConsumerQuerySet(models.QuerySet["Consumer"]):
+    def runnable(self) -> ConsumerQuerySet:
+        """Consumers of enabled triggers, with what a worker needs joined."""
+        return self.filter(trigger__enabled=True).select_related(
+            "trigger", "trigger__group", "app", "app__endpoint"
+        )
+
+
+class Consumer(models.Model):
+    """A materialised trigger: one per app of the subtree for a shared trigger
+    (``app`` set), one per trigger otherwise (``app`` empty). Rows are written
+    only by ``trigger_services.consumers_sync``."""
+
+    trigger = models.ForeignKey(Trigger, on_delete=models.CASCADE, related_name="consumers")
+    app = models.ForeignKey(
+        "principals.App", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects: ClassVar[ConsumerQuerySet] = ConsumerQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        ordering = ["trigger_id", "id"]
+        constraints: ClassVar = [
+            models.UniqueConstraint(
+                fields=["trigger", "app"], name="gq_consumer_per_app",
+                condition=Q(app__isnull=False),
+            ),
+            models.UniqueConstraint(
+                fields=["trigger"], name="gq_consumer_per_group", condition=Q(app__isnull=True)
+            ),
+        ]  # fmt: skip
+
+    def __str__(self) -> str:
+        who = self.app.slug if self.app_id else self.trigger.group.slug  # type: ignore[union-attr]
+        return f"{self.trigger} as {who}"
+
+
+class AppEndpoint(models.Model):
+    """An app's webhook endpoint: the ``webhook`` handler POSTs each message
+    there, signed with ``secret`` (see ``groupqueues.webhooks``)."""
+
+    app = models.OneToOneField("principals.App", on_delete=models.CASCADE, related_name="endpoint")
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=200)
+    timeout = models.FloatField(default=10.0)
+
+    def __str__(self) -> str:
+        return f"{self.app.slug} → {self.url}"
+
+
+class TaskRunStatus(models.TextChoices):
+    """The statuses of Django's Tasks API (``TaskResultStatus``)."""
+
+    READY = "READY"
+    RUNNING = "RUNNING"
+    FAILED = "FAILED"
+    SUCCESSFUL = "SUCCESSFUL"
+
+
+class TaskRun(models.Model):
+    """The durable result of one Django Tasks ``enqueue`` through
+    ``groupqueues.tasks_backend``; the queue message carries only its id."""
+
+    id = models.CharField(max_length=64, primary_key=True)
+    backend = models.CharField(max_length=100)
+    task_path = models.CharField(max_length=300)
+    queue_name = models.CharField(max_length=64)
+    priority = models.IntegerField(default=0)
+    args = models.JSONField(default=list)
+    kwargs = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=10, choices=TaskRunStatus.choices, default=TaskRunStatus.READY
+    )
+    message_id = models.UUIDField(null=True, blank=True)
+    enqueued_at = models.DateTimeField()
+    run_after = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    last_attempted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    return_value = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list)  # [{"exception_class_path", "traceback"}]
+    worker_ids = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["enqueued_at"]
+        constraints: ClassVar = [
+            models.CheckConstraint(
+                condition=Q(status__in=TaskRunStatus.values), name="gq_taskrun_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_path} {self.id} ({self.status})"

@@ -110,8 +110,8 @@ def app_create(*, slug: str, group: Group, name: str = "") -> App:
 @transaction.atomic
 def app_move(*, app: App, group: Group) -> App:
     """Move an app to another group."""
-    App.objects.filter(pk=app.pk).update(group=group)
     app.group = group
+    app.save(update_fields=["group"])  # save(), not update(): receivers follow moves
     return app
 
 

@@ -20,6 +20,9 @@ class ProductSettings:
     worker_poll_interval: float
     listen_notify_enabled: bool
     queue_prepared_statements: bool
+    worker_grace_seconds: float
+    maintenance_interval: float
+    maintenance_lease_ttl: float
 
 
 def product_settings() -> ProductSettings:
@@ -36,4 +39,7 @@ def product_settings() -> ProductSettings:
         # (PostgreSQL). Turn off behind a pooler that cannot keep them
         # (PgBouncer in transaction mode before 1.21).
         queue_prepared_statements=getattr(dj, "QUEUE_PREPARED_STATEMENTS", True),
+        worker_grace_seconds=getattr(dj, "QUEUE_WORKER_GRACE_SECONDS", 30.0),
+        maintenance_interval=getattr(dj, "QUEUE_MAINTENANCE_INTERVAL", 10.0),
+        maintenance_lease_ttl=getattr(dj, "QUEUE_MAINTENANCE_LEASE_TTL", 30.0),
     )

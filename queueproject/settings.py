@@ -159,3 +159,23 @@ LOGGING = {
 # Product settings (types and defaults in queueproject/conf.py).
 SESSIONQUEUES_MAX_PER_SESSION = env.int("SESSIONQUEUES_MAX_PER_SESSION", default=10)
 QUEUE_PREPARED_STATEMENTS = env.bool("QUEUE_PREPARED_STATEMENTS", default=True)
+
+# Group queue workers (SPEC §2). QUEUE_LISTEN_NOTIFY=0 for poolers that break
+# LISTEN (PgBouncer in transaction mode): workers then poll.
+QUEUE_LISTEN_NOTIFY = env.bool("QUEUE_LISTEN_NOTIFY", default=True)
+QUEUE_WORKER_POLL_INTERVAL = env.float("QUEUE_WORKER_POLL_INTERVAL", default=0.5)
+QUEUE_WORKER_GRACE_SECONDS = env.float("QUEUE_WORKER_GRACE_SECONDS", default=30.0)
+QUEUE_MAINTENANCE_INTERVAL = env.float("QUEUE_MAINTENANCE_INTERVAL", default=10.0)
+QUEUE_MAINTENANCE_LEASE_TTL = env.float("QUEUE_MAINTENANCE_LEASE_TTL", default=30.0)
+
+# Django's Tasks API (django-tasks on Django 5.2, django.tasks on Django >= 6):
+# tasks become messages of queues of the group TASKS_GROUP (one collection per
+# queue name, created on first use with a trigger running them), and
+# ``manage.py queue_worker`` runs them. See groupqueues/tasks_backend.py.
+TASKS = {
+    "default": {
+        "BACKEND": "groupqueues.tasks_backend.GroupQueueTaskBackend",
+        "QUEUES": [],  # any queue name
+        "OPTIONS": {"GROUP": env.str("TASKS_GROUP", default="tasks")},
+    }
+}

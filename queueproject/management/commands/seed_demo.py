@@ -8,7 +8,12 @@ from django.contrib.auth import get_user_model
 from queueproject.commands import ServiceCommand
 
 # Each app contributes a ``demo.seed(admin_user=..., log=...)``, in this order.
-DEMO_MODULES = ["principals.demo", "groupqueues.demo", "sessionqueues.demo"]
+DEMO_MODULES = [
+    "principals.demo",
+    "groupqueues.demo",
+    "groupqueues.demo_consumers",
+    "sessionqueues.demo",
+]
 
 
 class Command(ServiceCommand):

@@ -1,0 +1,152 @@
+"""Admin for queue triggers (with their materialised consumers), app webhook
+endpoints and Django Tasks runs. Import this module from ``groupqueues.admin``
+(registration is guarded, so importing it twice is harmless). Writes go
+through ``groupqueues.trigger_services``; permissions come from the
+capabilities (QUEUE_READ to view, QUEUE_MANAGE to change a group's triggers,
+GROUP_MANAGE_ACCESS for an app's endpoint secret)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+
+from groupqueues import trigger_services
+from groupqueues.exceptions import GroupQueueError
+from groupqueues.handlers import handler_choices
+from groupqueues.models import AppEndpoint, Consumer, TaskRun, Trigger
+from principals.admin import CapabilityAdmin, admin_principal, readable_groups
+from principals.authz import Capability
+from principals.models import Group
+
+TRIGGER_FIELDS = ["group", "collection_name", "handler", "shared", "enabled", "batch_size",
+                  "concurrency", "visibility_timeout"]  # fmt: skip
+
+
+class TriggerForm(forms.ModelForm):
+    """The handler is picked from registered names only (never a typed path)."""
+
+    handler = forms.ChoiceField(choices=handler_choices)
+
+    class Meta:
+        model = Trigger
+        fields = TRIGGER_FIELDS
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        values = {k: getattr(self.instance, k) for k in TRIGGER_FIELDS if k != "group"}
+        values.update({k: v for k, v in data.items() if k in TRIGGER_FIELDS})
+        if "group" not in values:  # read-only once created
+            values["group"] = self.instance.group
+        probe = Trigger(**values)
+        try:
+            trigger_services.trigger_collection(trigger=probe)
+            trigger_services.check_webhook_shared(probe)
+        except GroupQueueError as exc:
+            raise forms.ValidationError(exc.message) from exc
+        return data
+
+
+class ConsumerInline(admin.TabularInline):
+    model = Consumer
+    fields = ["app", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+class TriggerAdmin(CapabilityAdmin):
+    form = TriggerForm
+    change_capability = Capability.QUEUE_MANAGE
+    list_display = ["__str__", "group", "collection_name", "handler", "shared", "enabled",
+                    "concurrency", "batch_size"]  # fmt: skip
+    list_filter = ["enabled", "shared", "handler"]
+    inlines = [ConsumerInline]
+
+    def group_of(self, obj: Trigger) -> Group:
+        return obj.group
+
+    def get_queryset(self, request: Any) -> Any:
+        qs = super().get_queryset(request).select_related("group")
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+
+    def save_model(self, request: Any, obj: Trigger, form: Any, change: bool) -> None:
+        data = {k: form.cleaned_data[k] for k in TRIGGER_FIELDS if k in form.cleaned_data}
+        if change:
+            for name in ("group", "collection_name"):
+                data.pop(name, None)
+            trigger_services.trigger_update(trigger=Trigger.objects.get(pk=obj.pk), **data)
+        else:
+            obj.pk = trigger_services.trigger_create(**data).pk
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+        return ["group", "collection_name"] if obj is not None else []
+
+    def delete_model(self, request: Any, obj: Trigger) -> None:
+        trigger_services.trigger_delete(trigger=obj)
+
+
+class AppEndpointForm(forms.ModelForm):
+    url = forms.URLField(assume_scheme="https", max_length=500)
+
+    class Meta:
+        model = AppEndpoint
+        fields = ["app", "url", "secret", "timeout"]
+
+
+class AppEndpointAdmin(CapabilityAdmin):
+    form = AppEndpointForm
+    change_capability = Capability.GROUP_MANAGE_ACCESS
+    view_capability = Capability.GROUP_MANAGE_ACCESS  # the secret is visible
+    list_display = ["app", "url", "timeout"]
+
+    def group_of(self, obj: AppEndpoint) -> Group:
+        return obj.app.group
+
+    def get_queryset(self, request: Any) -> Any:
+        qs = super().get_queryset(request).select_related("app__group")
+        if request.user.is_superuser:
+            return qs
+        from principals.admin import manageable_groups
+
+        return qs.filter(app__group__in=[g.pk for g in manageable_groups(request)])
+
+    def save_model(self, request: Any, obj: AppEndpoint, form: Any, change: bool) -> None:
+        saved = trigger_services.endpoint_set(
+            app=obj.app, url=obj.url, secret=obj.secret, timeout=obj.timeout
+        )
+        obj.pk = saved.pk
+
+
+class TaskRunAdmin(admin.ModelAdmin):
+    """Read-only view of Django Tasks results (superusers)."""
+
+    list_display = ["id", "task_path", "queue_name", "status", "enqueued_at", "finished_at"]
+    list_filter = ["status", "queue_name"]
+    search_fields = ["id", "task_path"]
+
+    def has_module_permission(self, request: Any) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+for model, model_admin in ((Trigger, TriggerAdmin), (AppEndpoint, AppEndpointAdmin),
+                           (TaskRun, TaskRunAdmin)):  # fmt: skip
+    if not admin.site.is_registered(model):
+        admin.site.register(model, model_admin)

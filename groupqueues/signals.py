@@ -1,0 +1,33 @@
+"""Keep the consumers of shared triggers in sync with the apps and groups
+(connected once from ``GroupQueuesConfig.ready()``). Consumers of a deleted
+app go with it (foreign key cascade)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models.signals import post_save
+
+from principals.models import App, Group
+
+
+def _app_saved(sender: Any, instance: App, **kwargs: Any) -> None:
+    """An app was created or moved: re-sync the shared triggers (in the same
+    transaction, so a rolled-back app leaves no consumer)."""
+    from groupqueues.trigger_services import consumers_sync_for_app
+
+    consumers_sync_for_app(app=instance)
+
+
+def _group_saved(sender: Any, instance: Group, created: bool, **kwargs: Any) -> None:
+    """A group moved under another parent: its apps left or entered subtrees."""
+    if created:
+        return
+    from groupqueues.trigger_services import consumers_sync
+
+    consumers_sync()
+
+
+def connect() -> None:
+    post_save.connect(_app_saved, sender=App, dispatch_uid="groupqueues.app_saved")
+    post_save.connect(_group_saved, sender=Group, dispatch_uid="groupqueues.group_saved")

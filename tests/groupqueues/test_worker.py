@@ -1,0 +1,260 @@
+"""``manage.py queue_worker`` as a real subprocess (SPEC §2, §5)."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from groupqueues import services, trigger_services
+from groupqueues.models import Message, MessageState
+from tests.factories import GroupFactory
+from tests.groupqueues.workers import outcome_lines, run_command, start_command, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def group():
+    return GroupFactory(slug="owners")
+
+
+@pytest.fixture
+def queue(group):
+    return services.collection_create(
+        group=group, name="jobs", retry_backoff_base=0.001, retry_backoff_max=0.001
+    )
+
+
+def enqueue_many(queue, payloads):
+    news = [services.NewMessage(payload=p) for p in payloads]
+    for i in range(0, len(news), services.MAX_BATCH):
+        services.message_enqueue_batch(
+            collection=queue, messages=news[i : i + 500], enqueued_by="app:test"
+        )
+
+
+def test_worker__drains_through_a_registered_handler(queue):
+    enqueue_many(queue, [{"n": i} for i in range(300)])
+    done = run_command(
+        "queue_worker",
+        "--queue",
+        "owners/jobs",
+        "--handler",
+        "noop",
+        "--batch",
+        "50",
+        "--concurrency",
+        "2",
+        "--until-empty",
+    )
+    assert done.returncode == 0, done.stderr
+    assert not Message.objects.exists()
+    assert "processed=300 acked=300" in done.stdout
+    lines = outcome_lines(done.stderr)
+    assert len(lines) == 300
+    assert {(x["outcome"], x["queue"], x["attempt"]) for x in lines} == {
+        ("acked", "owners/jobs", 1)
+    }
+    assert all("duration_ms" in x and x["id"] for x in lines)
+
+
+def test_worker__runs_trigger_consumers_without_queue_option(queue, group):
+    trigger_services.trigger_create(
+        group=group, collection_name="jobs", handler="log", concurrency=2
+    )
+    enqueue_many(queue, [{"n": i} for i in range(20)])
+    done = run_command("queue_worker", "--until-empty")
+    assert done.returncode == 0, done.stderr
+    assert not Message.objects.exists()
+    assert '"n": 7' in done.stderr  # the log handler logs payloads
+
+
+def test_worker__handler_exception_nacks_then_dead_exhausted(queue):
+    enqueue_many(queue, [{"n": 1}])
+    done = run_command(
+        "queue_worker", "--queue", "owners/jobs", "--handler", "fail", "--max-messages", "3"
+    )
+    assert done.returncode == 0, done.stderr
+    message = Message.objects.get()
+    assert (message.state, message.dead_reason, message.attempt) == ("dead", "exhausted", 3)
+    assert "HandlerFailed" in message.last_error
+    assert [x["outcome"] for x in outcome_lines(done.stderr)] == ["retried", "retried", "dead"]
+
+
+def test_worker__max_messages_stops_early(queue):
+    enqueue_many(queue, [{"n": i} for i in range(30)])
+    done = run_command(
+        "queue_worker",
+        "--queue",
+        "owners/jobs",
+        "--handler",
+        "noop",
+        "--batch",
+        "4",
+        "--max-messages",
+        "10",
+    )
+    assert done.returncode == 0, done.stderr
+    assert Message.objects.count() == 20
+    assert not Message.objects.filter(state=MessageState.CLAIMED).exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--handler", "noop"], "--handler needs"),
+        (["--queue", "owners/jobs", "--handler", "nope"], "Unknown handler"),
+        (["--queue", "nogroup/jobs", "--handler", "noop"], ""),
+        (["--queue", "owners/none", "--handler", "noop"], "no queue"),
+        (["--queue", "owners", "--handler", "noop"], "GROUP/NAME"),
+        (["--queue", "owners/jobs"], "No enabled trigger"),
+        (["--app", "nobody"], "nobody"),
+        (["--queue", "owners/jobs", "--handler", "noop", "--batch", "0"], "greater than 0"),
+        (["--queue", "owners/jobs", "--handler", "noop", "--batch", "101"], "at most 100"),
+        (["--queue", "owners/jobs", "--handler", "noop", "--worker-id", ""], "worker_id"),
+    ],
+)
+def test_worker__bad_arguments_fail_clearly(queue, args, problem):
+    done = run_command("queue_worker", *args, "--until-empty")
+    assert done.returncode != 0
+    assert problem in done.stderr
+
+
+def test_worker__sigterm_finishes_running_handlers_and_releases_the_rest(queue):
+    enqueue_many(queue, [{"seconds": 3} for _ in range(6)])
+    proc = start_command(
+        "queue_worker",
+        "--queue",
+        "owners/jobs",
+        "--handler",
+        "sleep",
+        "--concurrency",
+        "2",
+        "--batch",
+        "3",
+        "--grace",
+        "20",
+    )
+    try:
+        wait_for(lambda: Message.objects.filter(state=MessageState.CLAIMED).count() == 6)
+        time.sleep(1.0)  # both slots are inside their first handler
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert time.monotonic() - started < 5
+    outcomes = sorted(x["outcome"] for x in outcome_lines(stderr))
+    assert outcomes == ["acked"] * 2 + ["released"] * 4
+    rest = list(Message.objects.values_list("state", "attempt"))
+    assert rest == [("ready", 0)] * 4
+
+
+def test_worker__second_signal_exits_at_once(queue):
+    enqueue_many(queue, [{"seconds": 30}])
+    proc = start_command("queue_worker", "--queue", "owners/jobs", "--handler", "sleep")
+    wait_for(lambda: Message.objects.filter(state=MessageState.CLAIMED).exists())
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=10)
+    assert proc.returncode != 0
+    assert Message.objects.get().state == MessageState.CLAIMED  # left to its lease
+
+
+def test_worker__heartbeat_extends_leases_of_long_handlers(group):
+    queue = services.collection_create(group=group, name="slow", visibility_timeout=2)
+    enqueue_many(queue, [{"seconds": 3.5}])
+    done = run_command(
+        "queue_worker", "--queue", "owners/slow", "--handler", "sleep", "--until-empty"
+    )
+    assert done.returncode == 0, done.stderr
+    assert [x["outcome"] for x in outcome_lines(done.stderr)] == ["acked"]
+    assert "processed=0 acked=0" in done.stderr  # --until-empty progress while it runs
+    assert "processed=1 acked=1" in done.stdout  # the summary line
+
+
+def test_worker__max_messages_with_several_threads_handles_exactly_that_many(queue):
+    enqueue_many(queue, [{"seconds": 0.05} for _ in range(30)])
+    done = run_command(
+        "queue_worker",
+        "--queue",
+        "owners/jobs",
+        "--handler",
+        "sleep",
+        "--batch",
+        "4",
+        "--concurrency",
+        "3",
+        "--max-messages",
+        "10",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "processed=10 acked=10 retried=0 dead=0 released=0" in done.stdout
+    assert Message.objects.filter(state=MessageState.READY, attempt=0).count() == 20
+
+
+def test_worker__grace_period_over_exits_nonzero_and_leaves_the_lease(queue):
+    enqueue_many(queue, [{"seconds": 30}])
+    proc = start_command(
+        "queue_worker", "--queue", "owners/jobs", "--handler", "sleep", "--grace", "1"
+    )
+    try:
+        wait_for(lambda: Message.objects.filter(state=MessageState.CLAIMED).exists())
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 10
+    assert "grace period" in stderr
+    assert Message.objects.get().state == MessageState.CLAIMED  # reclaimed once the lease lapses
+
+
+def test_worker__polls_when_listen_is_disabled(queue):
+    enqueue_many(queue, [{"n": i} for i in range(5)])
+    proc = start_command(
+        "queue_worker",
+        "--queue",
+        "owners/jobs",
+        "--handler",
+        "noop",
+        QUEUE_LISTEN_NOTIFY="0",
+        QUEUE_WORKER_POLL_INTERVAL="0.1",
+    )
+    try:
+        wait_for(lambda: not Message.objects.exists())
+        enqueue_many(queue, [{"n": 9}])
+        wait_for(lambda: not Message.objects.exists(), timeout=5)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert "waking by polling every 0.1s" in stderr
+
+
+def test_worker__app_option_runs_only_that_apps_consumers(queue, group):
+    from tests.factories import AppFactory
+
+    AppFactory(slug="one", group=group)
+    AppFactory(slug="two", group=group)
+    trigger_services.trigger_create(
+        group=group, collection_name="jobs", handler="noop", shared=True
+    )
+    enqueue_many(queue, [{"n": i} for i in range(5)])
+    done = run_command("queue_worker", "--app", "two", "--until-empty")
+    assert done.returncode == 0, done.stderr
+    assert "jobs → noop as two" in done.stderr
+    assert "as one" not in done.stderr
+    assert not Message.objects.exists()
+
+
+def test_worker__until_empty_without_consumers_exits_at_once():
+    done = run_command("queue_worker", "--until-empty", timeout=20)
+    assert done.returncode == 0, done.stderr
+    assert "processed=0" in done.stdout

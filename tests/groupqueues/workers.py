@@ -1,0 +1,97 @@
+"""Helpers for tests that run ``queue_worker`` / ``queue_maintenance`` as real
+subprocesses against the test database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from tests.conftest import manage_cmd, subprocess_env
+
+TIMEOUT = 60
+
+
+def run_command(*args: str, timeout: float = TIMEOUT, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        manage_cmd(*args),
+        env=subprocess_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+class Started:
+    """A running command whose output goes to temporary files (a pipe nobody
+    reads would fill up and block the worker's logging)."""
+
+    def __init__(self, *args: str, **env: str) -> None:
+        self.paths = [tempfile.mkstemp(prefix="worker-", suffix=f".{n}")[1] for n in ("out", "err")]
+        self.out, self.err = (open(p, "w") for p in self.paths)  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            manage_cmd(*args),
+            env=subprocess_env(**env),
+            stdout=self.out,
+            stderr=self.err,
+            text=True,
+        )
+
+    def send_signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def communicate(self, timeout: float = TIMEOUT) -> tuple[str, str]:
+        """Wait for the exit (killing it after ``timeout``); (stdout, stderr)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        return self.read()
+
+    def read(self) -> tuple[str, str]:
+        """What it wrote so far (readable while it runs)."""
+        texts = []
+        for path in self.paths:
+            with open(path) as f:
+                texts.append(f.read())
+        return texts[0], texts[1]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_command(*args: str, **env: str) -> Started:
+    return Started(*args, **env)
+
+
+def outcome_lines(stderr: str) -> list[dict[str, Any]]:
+    """The worker's structured outcome lines."""
+    out = []
+    for line in stderr.splitlines():
+        start = line.find('{"event": "message"')
+        if start >= 0:
+            out.append(json.loads(line[start:]))
+    return out
+
+
+def wait_for(predicate: Any, timeout: float = 20.0, every: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
