@@ -58,7 +58,7 @@ from groupqueues.selectors import (  # re-exported: reads belong to the contract
 )
 from principals.models import Group
 from queueproject import clock, notify
-from queueproject.conf import product_settings
+from queueproject.conf import ProductSettings, product_settings
 
 __all__ = [
     "AckBatchResult",
@@ -442,18 +442,22 @@ def _enqueue(
     _queue(collection)
     enqueued_by = check.check_text(enqueued_by, "enqueued_by", low=0, high=200)
     now = clock.now()
-    max_depth = product_settings().json_max_depth
+    settings = product_settings()  # read once: it is a dozen settings lookups
     rows = [
-        _prepare(collection, new, now=now, max_depth=max_depth, index=i if batch else None)
+        _prepare(
+            collection, new, now=now, max_depth=settings.json_max_depth, index=i if batch else None
+        )
         for i, new in enumerate(messages)
     ]
     postgres = connection.vendor == "postgresql"
     if postgres and collection.max_depth is None:
-        return _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by)
+        return _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by,
+                                settings=settings)  # fmt: skip
     with transaction.atomic():
         limit = _lock_depth_limit(collection) if collection.max_depth is not None else None
         if postgres:
-            results = _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by)
+            results = _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by,
+                                       settings=settings)  # fmt: skip
         else:
             results = _insert_portable(collection, rows, now=now, enqueued_by=enqueued_by)
         created = sum(r.created for r in results)
@@ -463,14 +467,20 @@ def _enqueue(
 
 
 def _insert_postgres(
-    collection: Collection, rows: list[_Row], *, now: datetime, enqueued_by: str, retries: int = 3
+    collection: Collection,
+    rows: list[_Row],
+    *,
+    now: datetime,
+    enqueued_by: str,
+    settings: ProductSettings,
+    retries: int = 3,
 ) -> list[EnqueueResult]:
     """Insert rows with ``sql.ENQUEUE_POSTGRES`` (one statement, wake-up
     included); rows skipped for a taken idempotency key answer the holder's id."""
     params: dict[str, Any] = {
         "group_id": collection.group_id, "collection_id": collection.pk, "now": now,
         "enqueued_by": enqueued_by, "channel": notify.channel("gq", collection.pk),
-        "wake": notify.listen_available(),
+        "wake": settings.listen_notify_enabled,  # notify.listen_available(), on PostgreSQL
     }  # fmt: skip
     if len(rows) == 1:
         (r,) = rows
@@ -482,7 +492,7 @@ def _insert_postgres(
         default = collection.default_max_attempts
         params.update(rows=_rows_json(rows, now, default), max_attempts=default)
         query = sql.ENQUEUE_POSTGRES
-    with sql.cursor() as cur:
+    with sql.cursor(settings) as cur:
         cur.execute(query, params)
         inserted = {row[0] for row in cur.fetchall()}
     if len(inserted) == len(rows):
@@ -491,7 +501,7 @@ def _insert_postgres(
     lost = [r for r in rows if r.id not in inserted and r.idempotency_key not in holders]
     if lost and retries:  # the holder was deleted meanwhile: the key is free again
         again = _insert_postgres(collection, lost, now=now, enqueued_by=enqueued_by,
-                                 retries=retries - 1)  # fmt: skip
+                                 settings=settings, retries=retries - 1)  # fmt: skip
         holders.update({r.idempotency_key: a.id for r, a in zip(lost, again, strict=True)})
     return [
         EnqueueResult(r.id, True) if r.id in inserted else EnqueueResult(

@@ -10,16 +10,16 @@ from typing import Any
 
 from django.db import connection
 
-from queueproject.conf import product_settings
+from queueproject.conf import ProductSettings, product_settings
 
 
-def cursor() -> Any:
+def cursor(settings: ProductSettings | None = None) -> Any:
     """A Django cursor (queries are logged and counted as usual) whose
     statements are bound server-side and prepared on first use, so PostgreSQL
     plans each hot statement once per connection instead of on every call
     (about 15 % of a claim+ack at batch 1 here). Falls back to Django's
     ordinary cursor when ``QUEUE_PREPARED_STATEMENTS`` is off."""
-    if not product_settings().queue_prepared_statements:
+    if not (settings or product_settings()).queue_prepared_statements:
         return connection.cursor()
     connection.ensure_connection()
     # The same wrapping Django's own connection.cursor() applies.
