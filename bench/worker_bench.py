@@ -29,9 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PG_URL = os.environ.get(
-    "BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/bench"
-)
+PG_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/bench")
 SQLITE_URL = "sqlite:////tmp/bench.sqlite3"
 PY = sys.executable
 

@@ -410,3 +410,7 @@ class MessageAdmin(CapabilityAdmin):
             for message in chosen:
                 self.log_change(request, message, "Redriven")
         messages.success(request, f"Redrove {total} dead message(s).")
+
+
+# Triggers, consumers and Django Tasks runs live in their own module.
+from groupqueues import admin_consumers  # noqa: E402,F401

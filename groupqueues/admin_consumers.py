@@ -1,9 +1,9 @@
-"""Admin for queue triggers (with their materialised consumers), app webhook
-endpoints and Django Tasks runs. Import this module from ``groupqueues.admin``
-(registration is guarded, so importing it twice is harmless). Writes go
+"""Admin for queue triggers (with their materialised consumers) and Django
+Tasks runs (an app's webhook endpoint is edited on the app, in principals).
+Imported from ``groupqueues.admin`` (registration is guarded, so importing it
+twice is harmless). Writes go
 through ``groupqueues.trigger_services``; permissions come from the
-capabilities (QUEUE_READ to view, QUEUE_MANAGE to change a group's triggers,
-GROUP_MANAGE_ACCESS for an app's endpoint secret)."""
+capabilities (QUEUE_READ to view, QUEUE_MANAGE to change a group's triggers)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.contrib import admin
 from groupqueues import trigger_services
 from groupqueues.exceptions import GroupQueueError
 from groupqueues.handlers import handler_choices
-from groupqueues.models import AppEndpoint, Consumer, TaskRun, Trigger
+from groupqueues.models import Consumer, TaskRun, Trigger
 from principals.admin import CapabilityAdmin, admin_principal, readable_groups
 from principals.authz import Capability
 from principals.models import Group
@@ -94,38 +94,6 @@ class TriggerAdmin(CapabilityAdmin):
         trigger_services.trigger_delete(trigger=obj)
 
 
-class AppEndpointForm(forms.ModelForm):
-    url = forms.URLField(assume_scheme="https", max_length=500)
-
-    class Meta:
-        model = AppEndpoint
-        fields = ["app", "url", "secret", "timeout"]
-
-
-class AppEndpointAdmin(CapabilityAdmin):
-    form = AppEndpointForm
-    change_capability = Capability.GROUP_MANAGE_ACCESS
-    view_capability = Capability.GROUP_MANAGE_ACCESS  # the secret is visible
-    list_display = ["app", "url", "timeout"]
-
-    def group_of(self, obj: AppEndpoint) -> Group:
-        return obj.app.group
-
-    def get_queryset(self, request: Any) -> Any:
-        qs = super().get_queryset(request).select_related("app__group")
-        if request.user.is_superuser:
-            return qs
-        from principals.admin import manageable_groups
-
-        return qs.filter(app__group__in=[g.pk for g in manageable_groups(request)])
-
-    def save_model(self, request: Any, obj: AppEndpoint, form: Any, change: bool) -> None:
-        saved = trigger_services.endpoint_set(
-            app=obj.app, url=obj.url, secret=obj.secret, timeout=obj.timeout
-        )
-        obj.pk = saved.pk
-
-
 class TaskRunAdmin(admin.ModelAdmin):
     """Read-only view of Django Tasks results (superusers)."""
 
@@ -146,7 +114,6 @@ class TaskRunAdmin(admin.ModelAdmin):
         return False
 
 
-for model, model_admin in ((Trigger, TriggerAdmin), (AppEndpoint, AppEndpointAdmin),
-                           (TaskRun, TaskRunAdmin)):  # fmt: skip
+for model, model_admin in ((Trigger, TriggerAdmin), (TaskRun, TaskRunAdmin)):
     if not admin.site.is_registered(model):
         admin.site.register(model, model_admin)

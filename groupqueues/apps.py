@@ -9,7 +9,6 @@ class GroupQueuesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from groupqueues import admin_consumers, signals  # admin: registration is guarded
+        from groupqueues import signals
 
         signals.connect()
-        del admin_consumers

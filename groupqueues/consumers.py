@@ -61,19 +61,20 @@ def poison(delivery: Delivery) -> None:
 
 @handlers.register("webhook")
 def webhook(delivery: Delivery) -> None:
-    """POST {id, attempt, payload, queue} to the consuming app's endpoint,
-    signed (``groupqueues.webhooks``); 2xx acks, anything else raises."""
-    from groupqueues.models import AppEndpoint
-    from groupqueues.webhooks import post_signed
+    """POST {id, attempt, payload, queue} to the consuming app's ``webhook_url``,
+    signed (``queueproject.webhooks``); 2xx acks, anything else (or no answer)
+    raises, so the message is retried with backoff (at least once)."""
+    from principals.models import App
+    from queueproject.webhooks import post_signed
 
-    endpoint = AppEndpoint.objects.filter(app__slug=delivery.app_slug).first()
-    if endpoint is None:
+    app = App.objects.filter(slug=delivery.app_slug).first()
+    if app is None or not app.webhook_url:
         raise WebhookRejected(f"app {delivery.app_slug!r} has no webhook endpoint")
     body = {"id": str(delivery.id), "attempt": delivery.attempt, "queue": delivery.queue,
             "payload": delivery.payload}  # fmt: skip
-    ok, _status, summary = post_signed(endpoint.url, endpoint.secret, body, endpoint.timeout)
-    if not ok:
-        raise WebhookRejected(summary)
+    result = post_signed(app.webhook_url, app.webhook_secret, body, app.webhook_timeout)
+    if not result.ok:
+        raise WebhookRejected(result.summary)
 
 
 @handlers.register("django_task")

@@ -314,9 +314,7 @@ class Trigger(models.Model):
 class ConsumerQuerySet(models.QuerySet["Consumer"]):
     def runnable(self) -> ConsumerQuerySet:
         """Consumers of enabled triggers, with what a worker needs joined."""
-        return self.filter(trigger__enabled=True).select_related(
-            "trigger", "trigger__group", "app", "app__endpoint"
-        )
+        return self.filter(trigger__enabled=True).select_related("trigger", "trigger__group", "app")
 
 
 class Consumer(models.Model):
@@ -347,19 +345,6 @@ class Consumer(models.Model):
     def __str__(self) -> str:
         who = self.app.slug if self.app_id else self.trigger.group.slug  # type: ignore[union-attr]
         return f"{self.trigger} as {who}"
-
-
-class AppEndpoint(models.Model):
-    """An app's webhook endpoint: the ``webhook`` handler POSTs each message
-    there, signed with ``secret`` (see ``groupqueues.webhooks``)."""
-
-    app = models.OneToOneField("principals.App", on_delete=models.CASCADE, related_name="endpoint")
-    url = models.URLField(max_length=500)
-    secret = models.CharField(max_length=200)
-    timeout = models.FloatField(default=10.0)
-
-    def __str__(self) -> str:
-        return f"{self.app.slug} → {self.url}"
 
 
 class TaskRunStatus(models.TextChoices):

@@ -20,7 +20,6 @@ from groupqueues import validation as check
 from groupqueues.handlers import handlers
 from groupqueues.models import (
     COLLECTION_NAME_VALIDATOR,
-    AppEndpoint,
     Collection,
     Consumer,
     Trigger,
@@ -193,16 +192,3 @@ def consumers_sync_for_app(*, app: App) -> None:
     subtree and enter another. Cheap: triggers are few."""
     for trigger in Trigger.objects.filter(shared=True):
         _sync_one(trigger)
-
-
-def endpoint_set(*, app: App, url: str, secret: str, timeout: float = 10.0) -> AppEndpoint:
-    """Set (or replace) the app's webhook endpoint. Raises InvalidQueueInput."""
-    if not url.startswith(("http://", "https://")):
-        raise err.InvalidQueueInput.field("url", "Must be an http(s) URL.")
-    if not secret:
-        raise err.InvalidQueueInput.field("secret", "Must not be empty.")
-    timeout = check.check_seconds(timeout, "timeout")
-    endpoint, _ = AppEndpoint.objects.update_or_create(
-        app=app, defaults={"url": url, "secret": secret, "timeout": timeout}
-    )
-    return endpoint

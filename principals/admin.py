@@ -181,6 +181,12 @@ class AppAdmin(CapabilityAdmin):
     def group_of(self, obj: App) -> Group:
         return obj.group
 
+    def get_exclude(self, request: Any, obj: Any = None) -> Any:
+        # The webhook secret is for those who manage the app's group only.
+        if obj is not None and not self.has_change_permission(request, obj):
+            return ["webhook_secret"]
+        return []
+
     def get_queryset(self, request: Any) -> Any:
         qs = super().get_queryset(request).select_related("group")
         if request.user.is_superuser:

@@ -121,6 +121,7 @@ class App(models.Model):
     # signed with HMAC-SHA256 under webhook_secret (see queueproject.webhooks).
     webhook_url = models.URLField(max_length=500, blank=True)
     webhook_secret = models.CharField(max_length=200, blank=True)
+    webhook_timeout = models.FloatField(default=10.0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects: ClassVar[RefQuerySet] = RefQuerySet.as_manager()  # type: ignore[assignment]

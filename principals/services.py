@@ -115,6 +115,27 @@ def app_move(*, app: App, group: Group) -> App:
     return app
 
 
+@transaction.atomic
+def app_set_webhook(*, app: App, url: str, secret: str, timeout: float = 10.0) -> App:
+    """Set the app's webhook endpoint (group-queue ``webhook`` handler, session
+    ``webhook`` deliverer). Raises InvalidInput for a non-http(s) URL, an empty
+    secret or a timeout outside 0.1-300 s."""
+    details: dict[str, list[str]] = {}
+    if not url.startswith(("http://", "https://")):
+        details["url"] = ["Must be an http(s) URL."]
+    if not secret:
+        details["secret"] = ["Must not be empty."]
+    if not 0.1 <= float(timeout) <= 300:
+        details["timeout"] = ["Must be between 0.1 and 300 seconds."]
+    if details:
+        raise err.InvalidInput("Invalid webhook endpoint.", details=details)
+    App.objects.filter(pk=app.pk).update(
+        webhook_url=url, webhook_secret=secret, webhook_timeout=float(timeout)
+    )
+    app.webhook_url, app.webhook_secret, app.webhook_timeout = url, secret, float(timeout)
+    return app
+
+
 def user_get(*, username: str) -> Any:
     User = get_user_model()
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,15 +32,28 @@ DEFAULT_TOLERANCE = 300
 SUMMARY_LIMIT = 200
 
 
-def sign(secret: str, body: bytes, timestamp: int) -> str:
+_local = threading.local()
+
+
+def _client() -> httpx.Client:
+    """This thread's HTTP client: connections to an endpoint stay alive between
+    deliveries (a worker slot or the dispatcher posts many in a row)."""
+    client = getattr(_local, "client", None)
+    if client is None:
+        client = _local.client = httpx.Client(follow_redirects=False)
+    return client
+
+
+def sign(secret: str | bytes, body: bytes, timestamp: int) -> str:
     """The header value signing ``body`` sent at ``timestamp`` (Unix seconds)."""
+    key = secret.encode() if isinstance(secret, str) else secret
     message = f"{timestamp}.".encode() + body
-    digest = hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    digest = hmac.new(key, message, hashlib.sha256).hexdigest()
     return f"{SIGNATURE_PREFIX}{digest}"
 
 
 def verify(
-    secret: str,
+    secret: str | bytes,
     body: bytes,
     timestamp: int | str,
     signature: str,
@@ -82,7 +96,9 @@ def encode(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def post_signed(url: str, secret: str, payload: Any, timeout: float = 10.0) -> WebhookResult:
+def post_signed(
+    url: str, secret: str | bytes, payload: Any, timeout: float = 10.0
+) -> WebhookResult:
     """POST ``payload`` as JSON to ``url`` with the signature headers. Never raises
     for network trouble: the result says what happened."""
     body = encode(payload)
@@ -93,17 +109,25 @@ def post_signed(url: str, secret: str, payload: Any, timeout: float = 10.0) -> W
         SIGNATURE_HEADER: sign(secret, body, timestamp),
     }
     try:
-        response = httpx.post(url, content=body, headers=headers, timeout=timeout)
+        response = _client().post(url, content=body, headers=headers, timeout=timeout)
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
-        return WebhookResult(False, None, f"not sent: {exc}"[:SUMMARY_LIMIT])
+        return WebhookResult(False, None, _failure("not sent", exc, url, timeout))
     except httpx.HTTPError as exc:
-        return WebhookResult(False, None, f"no answer: {exc}"[:SUMMARY_LIMIT], uncertain=True)
+        return WebhookResult(False, None, _failure("no answer", exc, url, timeout), uncertain=True)
+    text = response.text.strip().replace("\n", " ")
     return WebhookResult(
         ok=200 <= response.status_code < 300,
         status=response.status_code,
-        summary=f"HTTP {response.status_code} {response.text[:SUMMARY_LIMIT]}".strip(),
+        summary=f"HTTP {response.status_code}: {text}"[:SUMMARY_LIMIT].rstrip(": "),
         data=_json_or_none(response),
     )
+
+
+def _failure(what: str, exc: Exception, url: str, timeout: float) -> str:
+    """A short line for logs and ``last_error``."""
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{what}: timed out after {timeout:g}s: {url}"[:SUMMARY_LIMIT]
+    return f"{what}: {type(exc).__name__}: {exc}"[:SUMMARY_LIMIT]
 
 
 def _json_or_none(response: httpx.Response) -> Any:

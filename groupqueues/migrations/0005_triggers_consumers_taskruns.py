@@ -14,16 +14,6 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='AppEndpoint',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('url', models.URLField(max_length=500)),
-                ('secret', models.CharField(max_length=200)),
-                ('timeout', models.FloatField(default=10.0)),
-                ('app', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='endpoint', to='principals.app')),
-            ],
-        ),
-        migrations.CreateModel(
             name='TaskRun',
             fields=[
                 ('id', models.CharField(max_length=64, primary_key=True, serialize=False)),

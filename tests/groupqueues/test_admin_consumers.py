@@ -101,22 +101,33 @@ def test_viewer_sees_but_cannot_change(tree, jobs):
     assert response.status_code == 403
 
 
-def test_endpoint__set_through_the_admin(superuser_client, tree):
-    from groupqueues.models import AppEndpoint
-
+def test_app_webhook__set_through_the_app_admin(superuser_client, tree):
+    app = tree["app_child"]
     response = superuser_client.post(
-        "/admin/groupqueues/appendpoint/add/",
+        f"/admin/principals/app/{app.pk}/change/",
         {
-            "app": str(tree["app_child"].pk),
-            "url": "https://example.test/hook",
-            "secret": "s",
-            "timeout": "5",
+            "slug": app.slug,
+            "name": app.name,
+            "group": str(app.group_id),
+            "webhook_url": "https://example.test/hook",
+            "webhook_secret": "s",
+            "webhook_timeout": "5",
         },
     )
     assert response.status_code == 302, response.content
-    endpoint = AppEndpoint.objects.get()
-    assert (endpoint.app, endpoint.url, endpoint.timeout) == (
-        tree["app_child"],
+    app.refresh_from_db()
+    assert (app.webhook_url, app.webhook_secret, app.webhook_timeout) == (
         "https://example.test/hook",
+        "s",
         5.0,
     )
+
+
+def test_app_webhook__secret_hidden_from_viewers(tree):
+    app = tree["app_child"]
+    app.webhook_secret = "top-secret"
+    app.save()
+    client = staff_client(member(tree["child"], Role.VIEWER))
+    page = client.get(f"/admin/principals/app/{app.pk}/change/")
+    assert page.status_code == 200
+    assert b"top-secret" not in page.content
