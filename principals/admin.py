@@ -181,6 +181,11 @@ class AppAdmin(CapabilityAdmin):
     def group_of(self, obj: App) -> Group:
         return obj.group
 
+    def formfield_for_dbfield(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+        if db_field.name == "webhook_url":
+            kwargs["assume_scheme"] = "https"  # Django 6's default; explicit on 5.2
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     def get_exclude(self, request: Any, obj: Any = None) -> Any:
         # The webhook secret is for those who manage the app's group only.
         if obj is not None and not self.has_change_permission(request, obj):
