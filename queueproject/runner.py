@@ -47,6 +47,10 @@ class Runner:
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in (signal.SIGTERM, signal.SIGINT):
+            # Like Python itself: an inherited "ignore SIGINT" (a background job
+            # of a script, which then forwards one SIGTERM) is kept.
+            if sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
+                continue
             signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:

@@ -12,6 +12,9 @@ PORT="${PORT:-8000}"
 "$PY" manage.py seed_demo
 
 pids=()
+# Background jobs of a script ignore SIGINT, so Ctrl-C reaches only this
+# script; it forwards one SIGTERM to each child (the worker then finishes its
+# in-flight messages and releases the rest).
 stop() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
