@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
 
 from groupqueues import services
 from groupqueues.exceptions import CollectionNotFound, LeaseLost
@@ -46,7 +46,7 @@ from groupqueues.services import ClaimedMessage
 from groupqueues.trigger_services import trigger_collection
 from queueproject import notify
 from queueproject.conf import product_settings
-from queueproject.runner import RECONNECT_BACKOFF_MAX, Runner
+from queueproject.runner import Resilient, Runner, drop_connections
 
 logger = logging.getLogger("groupqueues.worker")
 
@@ -251,7 +251,7 @@ class Acker:
                     self._ack(lane, chunk)
                 except DatabaseError as exc:  # OperationalError, InterfaceError included
                     logger.warning("acker: database unavailable (%s); retrying", exc)
-                    Worker._drop_connection()
+                    drop_connections()
                     time.sleep(0.2)
                     left += [(lane, m, d) for m, d in chunk]
                 except Exception:  # never let the thread die: those leases just lapse
@@ -393,24 +393,11 @@ class Worker(Runner):
     def _run_slot(self, lane: Lane, lane_stop: threading.Event) -> None:
         """Claim and handle until stopped; survive a lost database connection."""
         sub = self._subscribe(lane)
-        backoff = 0.1
+        guard = Resilient(self.stopping, f"slot {lane}", survive_all=True)
         try:
             while not (self.stopping.is_set() or lane_stop.is_set()):
-                try:
-                    worked = self._turn(lane)
-                    backoff = 0.1
-                except (OperationalError, InterfaceError) as exc:
-                    logger.warning("slot %s: database unavailable (%s); retrying", lane, exc)
-                    self._drop_connection()
-                    self.stopping.wait(backoff)
-                    backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX)
-                    continue
-                except Exception:  # a database or programming error: log, back off, go on
-                    logger.exception("slot %s: error; retrying", lane)
-                    self._drop_connection()
-                    self.stopping.wait(backoff)
-                    continue
-                if not worked:
+                worked = guard.turn(lambda: self._turn(lane))
+                if worked is False:
                     self._idle(sub)
         finally:
             self._subs.remove(sub)
@@ -434,14 +421,6 @@ class Worker(Runner):
             sub.wait(UNTIL_EMPTY_RECHECK)
             return
         sub.wait(IDLE_RECHECK)
-
-    @staticmethod
-    def _drop_connection() -> None:
-        for conn in connections.all(initialized_only=True):
-            try:
-                conn.close()
-            except Exception:  # a broken connection may fail to close; it is gone anyway
-                logger.debug("closing a broken connection failed", exc_info=True)
 
     def _turn(self, lane: Lane) -> bool:
         """Claim one batch and handle it. False when nothing was claimed."""
@@ -584,7 +563,7 @@ class Worker(Runner):
                     self._extend(batch)
                 except DatabaseError as exc:  # retried at the next tick
                     logger.warning("heartbeat: database unavailable (%s); retrying", exc)
-                    self._drop_connection()
+                    drop_connections()
                 except Exception:  # never let the heartbeat die
                     logger.exception("heartbeat failed")
         connections.close_all()

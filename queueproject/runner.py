@@ -19,7 +19,8 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.db import (
     DatabaseError,
@@ -32,6 +33,7 @@ from django.db import (
 logger = logging.getLogger(__name__)
 
 RECONNECT_BACKOFF_MAX = 5.0
+T = TypeVar("T")
 
 
 class Runner:
@@ -78,22 +80,11 @@ class Runner:
         return not self.stopping.is_set()
 
     def run(self) -> None:
-        backoff = 0.1
+        guard = Resilient(self.stopping, type(self).__name__)
         while self.should_continue():
             close_old_connections()
-            try:
-                busy = self.tick()
-                backoff = 0.1
-            except (OperationalError, InterfaceError) as exc:
-                logger.warning("database unavailable (%s); retrying in %.1fs", exc, backoff)
-                self._drop_connections()
-                self.stopping.wait(backoff)
-                backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX)
-                continue
-            except DatabaseError:
-                logger.exception("database error in tick; retrying")
-                self._drop_connections()
-                self.stopping.wait(backoff)
+            busy = guard.turn(self.tick)
+            if busy is FAILED:
                 continue
             if not busy and self.should_continue():
                 self.wait(self.idle_timeout)
@@ -102,13 +93,48 @@ class Runner:
     def on_stop(self) -> None:
         """Called once when the loop ends (release resources, resign leadership)."""
 
-    @staticmethod
-    def _drop_connections() -> None:
-        for conn in connections.all():
-            try:
-                conn.close()
-            except Exception:  # a broken connection may fail to close; it is gone anyway
-                logger.debug("closing a broken connection failed", exc_info=True)
+
+FAILED = object()  # what Resilient.turn returns when the turn raised
+
+
+def drop_connections() -> None:
+    """Close this thread's database connections (a broken one is discarded)."""
+    for conn in connections.all(initialized_only=True):
+        try:
+            conn.close()
+        except Exception:  # a broken connection may fail to close; it is gone anyway
+            logger.debug("closing a broken connection failed", exc_info=True)
+
+
+class Resilient:
+    """Runs the turns of a loop so that database trouble does not end it: a lost
+    connection (or any database error; any error at all with ``survive_all``) is
+    logged, this thread's connections are dropped and the next turn comes after
+    a capped exponential backoff. Used by ``Runner.run`` and by worker threads."""
+
+    def __init__(self, stopping: threading.Event, label: str, *, survive_all: bool = False):
+        self.stopping, self.label, self.survive_all = stopping, label, survive_all
+        self.backoff = 0.1
+
+    def turn(self, fn: Callable[[], T]) -> T | object:
+        """``fn()``'s result, or FAILED after logging and backing off."""
+        survivable: tuple[type[BaseException], ...] = (
+            (Exception,) if self.survive_all else (DatabaseError,)
+        )
+        try:
+            result = fn()
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("%s: database unavailable (%s); retrying in %.1fs",
+                           self.label, exc, self.backoff)  # fmt: skip
+        except survivable:
+            logger.exception("%s: error; retrying in %.1fs", self.label, self.backoff)
+        else:
+            self.backoff = 0.1
+            return result
+        drop_connections()
+        self.stopping.wait(self.backoff)
+        self.backoff = min(self.backoff * 2, RECONNECT_BACKOFF_MAX)
+        return FAILED
 
 
 def sleep_until(deadline: float, stopping: threading.Event) -> None:
