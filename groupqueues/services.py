@@ -692,9 +692,12 @@ def _claimed(rows: list[dict[str, Any]]) -> list[ClaimedMessage]:
 def _claim_postgres(
     collection: Collection, worker_id: str, n: int, now: datetime, lease: datetime
 ) -> tuple[list[ClaimedMessage], int]:
+    settings = product_settings()
+    # Asynchronous commit only for the claim's own (autocommit) transaction.
+    async_commit = settings.queue_async_commit_claims and not connection.in_atomic_block
     params = {"collection_id": collection.pk, "now": now, "n": n, "worker_id": worker_id,
-              "lease_expires_at": lease}  # fmt: skip
-    with sql.cursor() as cur:
+              "lease_expires_at": lease, "async_commit": async_commit}  # fmt: skip
+    with sql.cursor(settings) as cur:
         cur.execute(sql.CLAIM_POSTGRES, params)
         rows = cur.fetchall()
     # Rows stay tuples (columns as _CLAIM_COLUMNS); the payloads are decoded

@@ -860,3 +860,47 @@ def test_reads__collections_of_a_group_and_its_dead_list(queue, group, frozen):
         )
         clock.advance(1)
     assert [m.id for m in services.messages_dead(collection=queue)] == [second, first]
+
+
+# ------------------------------------------------------- asynchronous commit
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_claim__async_commit_setting_claims_and_stays_in_the_claim(queue, settings):
+    from django.db import connection, transaction
+
+    def synchronous_commit():
+        with connection.cursor() as cur:
+            cur.execute("SHOW synchronous_commit")
+            return cur.fetchone()[0]
+
+    settings.QUEUE_ASYNC_COMMIT_CLAIMS = True
+    enqueue(queue, 1)
+    enqueue(queue, 2)
+    message = claim_one(queue)
+    assert message.payload == 1
+    assert synchronous_commit() == "on"  # SET LOCAL: it ended with the claim's commit
+    services.message_ack(collection=queue, id=message.id, claim_token=message.claim_token)
+    with transaction.atomic():  # inside a caller's transaction the claim stays synchronous
+        assert claim_one(queue).payload == 2
+        assert synchronous_commit() == "on"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_claim__async_commit_parameter_turns_synchronous_commit_off(queue):
+    from django.db import connection, transaction
+
+    from groupqueues import sql
+
+    enqueue(queue, 1)
+    now = clock.now()
+    params = {"collection_id": queue.pk, "now": now, "n": 1, "worker_id": WORKER,
+              "lease_expires_at": now + timedelta(seconds=60)}  # fmt: skip
+    for async_commit, expected in ((False, "on"), (True, "off")):
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute(sql.CLAIM_POSTGRES, {**params, "async_commit": async_commit})
+            cur.execute("SHOW synchronous_commit")
+            assert cur.fetchone()[0] == expected
+            transaction.set_rollback(True)
