@@ -211,7 +211,7 @@ def pgbench_baseline(database_url: str, count: int) -> None:
     queue = new_queue("pgbench")
     values = {"collection_id": ":cid", "now": "now()", "n": "1", "worker_id": "'pgbench'",
               "lease_expires_at": "now() + interval '300 s'", "id": "':id'::uuid",
-              "token": "':claim_token'::uuid"}  # fmt: skip
+              "token": "':claim_token'::uuid", "async_commit": "false"}  # fmt: skip
     inline = lambda q: re.sub(r"%\((\w+)\)s", lambda m: values[m[1]], q).strip()  # noqa: E731
     claim = inline(sql.CLAIM_POSTGRES).replace("m.payload::text", "m.payload::text AS payload")
     scripts = {

@@ -85,13 +85,79 @@ def check_uuid(value: Any, field: str) -> uuid.UUID:
         raise InvalidQueueInput.field(field, "Must be a UUID.") from exc
 
 
+# The payload serialisation (json.dumps would build this encoder on every call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def payload_json(payload: Any, *, max_depth: int, index: int | None = None) -> str:
     """The payload's compact JSON serialisation (its UTF-8 size is what the
     collection's max_payload_bytes limits). Raises InvalidQueueInput when it is
-    not storable JSON."""
+    not storable JSON.
+
+    Fast path for the common payload, a scalar or a flat object with string
+    keys: serialise, then look at the text. The encoder refuses non-finite
+    numbers; a NUL shows as ``\\u0000`` and an unpaired surrogate fails UTF-8
+    encoding. Anything else or doubtful goes through the full walk, which
+    raises the precise error."""
+    if not _flat(payload):
+        return _payload_json_checked(payload, max_depth=max_depth, index=index)
+    try:
+        text = _ENCODER.encode(payload)
+    except ValueError:
+        return _payload_json_checked(payload, max_depth=max_depth, index=index)
+    if "\\u0000" in text or (max_depth < 1 and type(payload) is dict):
+        return _payload_json_checked(payload, max_depth=max_depth, index=index)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return _payload_json_checked(payload, max_depth=max_depth, index=index)
+    return text
+
+
+def dumps(value: Any) -> str:
+    """The compact JSON text of a value already checked by ``payload_json``."""
+    return _ENCODER.encode(value)
+
+
+def payloads_json(payloads: list[Any], *, max_depth: int, max_bytes: int) -> str | None:
+    """The payloads of a batch as ONE JSON array text, serialised in one call,
+    when every payload takes the fast path of ``payload_json`` and the whole
+    array fits in ``max_bytes`` (so each payload does). None when any payload
+    needs the one-by-one check (which raises the precise error)."""
+    if max_depth < 1 or not all(map(_flat, payloads)):
+        return None
+    try:
+        text = _ENCODER.encode(payloads)
+    except ValueError:
+        return None
+    if "\\u0000" in text:
+        return None
+    size = len(text)
+    if not text.isascii():
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            return None
+    return text if size <= max_bytes else None
+
+
+def _flat(payload: Any) -> bool:
+    """A scalar, or a dict of string keys to scalars (exact types only)."""
+    if type(payload) is not dict:
+        return type(payload) in _SCALARS
+    for key, value in payload.items():
+        if type(key) is not str or type(value) not in _SCALARS:
+            return False
+    return True
+
+
+def _payload_json_checked(payload: Any, *, max_depth: int, index: int | None) -> str:
+    """``payload_json`` the thorough way: walk the value, then serialise."""
     try:
         check_json_value(payload, max_depth)
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(payload)
     except (JSONRejected, TypeError, ValueError, RecursionError) as exc:
         raise InvalidQueueInput.field("payload", f"Not storable JSON: {exc}", index=index) from exc
     return text

@@ -20,6 +20,7 @@ class ProductSettings:
     worker_poll_interval: float
     listen_notify_enabled: bool
     queue_prepared_statements: bool
+    queue_async_commit_claims: bool
     worker_grace_seconds: float
     maintenance_interval: float
     maintenance_lease_ttl: float
@@ -39,6 +40,11 @@ def product_settings() -> ProductSettings:
         # (PostgreSQL). Turn off behind a pooler that cannot keep them
         # (PgBouncer in transaction mode before 1.21).
         queue_prepared_statements=getattr(dj, "QUEUE_PREPARED_STATEMENTS", True),
+        # Commit autocommit group-queue claims without waiting for the WAL
+        # flush (PostgreSQL). A claim lost in a server crash returns its
+        # message to ready without counting the attempt, and the holder's ack
+        # then answers lease_lost: still at-least-once. Off by default.
+        queue_async_commit_claims=getattr(dj, "QUEUE_ASYNC_COMMIT_CLAIMS", False),
         worker_grace_seconds=getattr(dj, "QUEUE_WORKER_GRACE_SECONDS", 30.0),
         maintenance_interval=getattr(dj, "QUEUE_MAINTENANCE_INTERVAL", 10.0),
         maintenance_lease_ttl=getattr(dj, "QUEUE_MAINTENANCE_LEASE_TTL", 30.0),

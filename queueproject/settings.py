@@ -161,6 +161,8 @@ LOGGING = {
 # Product settings (types and defaults in queueproject/conf.py).
 SESSIONQUEUES_MAX_PER_SESSION = env.int("SESSIONQUEUES_MAX_PER_SESSION", default=10)
 QUEUE_PREPARED_STATEMENTS = env.bool("QUEUE_PREPARED_STATEMENTS", default=True)
+# Asynchronous commit for group-queue claims (trade-off in queueproject/conf.py).
+QUEUE_ASYNC_COMMIT_CLAIMS = env.bool("QUEUE_ASYNC_COMMIT_CLAIMS", default=False)
 
 # Group queue workers (SPEC §2). QUEUE_LISTEN_NOTIFY=0 for poolers that break
 # LISTEN (PgBouncer in transaction mode): workers then poll.

@@ -122,8 +122,8 @@ def _claim_plans(queue):
     statement may keep."""
     now = clock.now()
     params = {"collection_id": queue.pk, "now": now, "n": 10, "worker_id": WORKER,
-              "lease_expires_at": now}  # fmt: skip
-    types = ["bigint", "timestamptz", "int", "text", "timestamptz"]
+              "lease_expires_at": now, "async_commit": False}  # fmt: skip
+    types = ["bigint", "boolean", "timestamptz", "int", "text", "timestamptz"]
     return _plan(sql.CLAIM_POSTGRES, params), _generic_plan(sql.CLAIM_POSTGRES, types)
 
 

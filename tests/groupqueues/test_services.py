@@ -228,6 +228,42 @@ def test_enqueue_batch__inserts_all_in_order(queue):
     assert [m.id for m in claimed] == [r.id for r in results]
 
 
+@pytest.mark.parametrize(
+    "payloads",
+    [
+        [{"i": 1, "s": "é"}, None, "x", 2**70],  # flat: serialised with the batch
+        [{"i": 1}, {"nested": [1, {"a": "b"}]}, [None]],  # not flat: one by one
+    ],
+)
+def test_enqueue_batch__payloads_round_trip(queue, payloads):
+    services.message_enqueue_batch(
+        collection=queue,
+        messages=[services.NewMessage(payload=p) for p in payloads],
+        enqueued_by=ENQUEUER,
+    )
+    assert [m.payload for m in claim(queue, 10)] == payloads
+
+
+def test_enqueue_batch__each_payload_is_held_to_the_size_limit(group):
+    small = services.collection_create(group=group, name="small", max_payload_bytes=20)
+    fits = [services.NewMessage(payload={"k": "x" * 10}) for _ in range(3)]  # 30 bytes together
+    services.message_enqueue_batch(collection=small, messages=fits, enqueued_by=ENQUEUER)
+    too_big = [*fits, services.NewMessage(payload={"k": "é" * 10})]  # 28 bytes in UTF-8
+    with pytest.raises(err.MessageTooLarge) as exc:
+        services.message_enqueue_batch(collection=small, messages=too_big, enqueued_by=ENQUEUER)
+    assert exc.value.details == {"payload_bytes": 28, "max_payload_bytes": 20, "index": 3}
+    assert Message.objects.filter(collection=small).count() == 3
+
+
+def test_enqueue_batch__an_unstorable_payload_is_named_by_its_index(queue):
+    messages = [services.NewMessage(payload={"i": i}) for i in range(3)]
+    messages[1] = services.NewMessage(payload={"nul": "a\x00b"})
+    with pytest.raises(err.InvalidQueueInput) as exc:
+        services.message_enqueue_batch(collection=queue, messages=messages, enqueued_by=ENQUEUER)
+    assert exc.value.details["index"] == 1
+    assert not Message.objects.exists()
+
+
 def test_enqueue_batch__an_invalid_entry_rejects_all_with_its_index(queue):
     messages = [services.NewMessage(payload=i) for i in range(4)]
     messages[2] = services.NewMessage(payload=2, priority=5000)
@@ -458,6 +494,26 @@ def test_ack_batch__per_entry_results_and_count(queue, frozen):
         (c.id, False, "lease_lost"),
     ]
     assert services.collection_depth(collection=queue) == 1
+
+
+def test_ack_batch__string_ids_and_a_repeated_pair(queue, frozen):
+    enqueue(queue, 1)
+    enqueue(queue, 2)
+    a, b = claim(queue, 2)
+    result = services.message_ack_batch(
+        collection=queue,
+        acks=[(str(a.id), str(a.claim_token)), (b.id, b.claim_token), (b.id, b.claim_token)],
+    )
+    assert result.acked == 2
+    assert [(r.id, r.acked) for r in result.results] == [(a.id, True), (b.id, True), (b.id, True)]
+    assert services.collection_depth(collection=queue) == 0
+
+
+def test_claim__batch_decodes_every_payload_kind(queue):
+    payloads = [None, 0, "text", [1, {"a": None}], {"é": "✓"}, 2**70, -1.5, True]
+    for payload in payloads:
+        services.message_enqueue(collection=queue, payload=payload, enqueued_by=ENQUEUER)
+    assert [m.payload for m in claim(queue, 100)] == payloads
 
 
 def test_ack_batch__empty_and_too_many(queue):
@@ -804,3 +860,47 @@ def test_reads__collections_of_a_group_and_its_dead_list(queue, group, frozen):
         )
         clock.advance(1)
     assert [m.id for m in services.messages_dead(collection=queue)] == [second, first]
+
+
+# ------------------------------------------------------- asynchronous commit
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_claim__async_commit_setting_claims_and_stays_in_the_claim(queue, settings):
+    from django.db import connection, transaction
+
+    def synchronous_commit():
+        with connection.cursor() as cur:
+            cur.execute("SHOW synchronous_commit")
+            return cur.fetchone()[0]
+
+    settings.QUEUE_ASYNC_COMMIT_CLAIMS = True
+    enqueue(queue, 1)
+    enqueue(queue, 2)
+    message = claim_one(queue)
+    assert message.payload == 1
+    assert synchronous_commit() == "on"  # SET LOCAL: it ended with the claim's commit
+    services.message_ack(collection=queue, id=message.id, claim_token=message.claim_token)
+    with transaction.atomic():  # inside a caller's transaction the claim stays synchronous
+        assert claim_one(queue).payload == 2
+        assert synchronous_commit() == "on"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_claim__async_commit_parameter_turns_synchronous_commit_off(queue):
+    from django.db import connection, transaction
+
+    from groupqueues import sql
+
+    enqueue(queue, 1)
+    now = clock.now()
+    params = {"collection_id": queue.pk, "now": now, "n": 1, "worker_id": WORKER,
+              "lease_expires_at": now + timedelta(seconds=60)}  # fmt: skip
+    for async_commit, expected in ((False, "on"), (True, "off")):
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute(sql.CLAIM_POSTGRES, {**params, "async_commit": async_commit})
+            cur.execute("SHOW synchronous_commit")
+            assert cur.fetchone()[0] == expected
+            transaction.set_rollback(True)
