@@ -43,6 +43,7 @@ from principals.authz import Capability, Principal, can_see_queues
 from principals.exceptions import AppNotFound, GroupNotFound
 from principals.models import Group
 from principals.permissions import require
+from queueproject.api import validated
 from queueproject.pagination import Pagination
 from queueproject.schema import ERROR_RESPONSES, error
 
@@ -97,12 +98,6 @@ def queue_of_app(
     return principal, collection
 
 
-def valid(serializer_class: type[s.serializers.Serializer], request: Request) -> dict[str, Any]:
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 def collection_body(collection: Collection) -> dict[str, Any]:
     stats = {collection.pk: services.collection_stats(collection=collection)}
     return s.CollectionSerializer(collection, context={"stats": stats}).data
@@ -142,7 +137,7 @@ class GroupQueuesView(APIView):
     )  # fmt: skip
     def post(self, request: Request, g: str) -> Response:
         _, group = group_for(request, Capability.QUEUE_MANAGE, g)
-        data = valid(s.CollectionCreateSerializer, request)
+        data = validated(s.CollectionCreateSerializer, request.data)
         collection = services.collection_create(group=group, **data)
         return Response(collection_body(collection), status=status.HTTP_201_CREATED)
 
@@ -164,7 +159,7 @@ class QueueView(APIView):
     )  # fmt: skip
     def patch(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_MANAGE, g, q)
-        data = valid(s.CollectionSettingsSerializer, request)
+        data = validated(s.CollectionSettingsSerializer, request.data)
         collection = services.collection_update(collection=collection, **data)
         return Response(collection_body(collection))
 
@@ -189,14 +184,14 @@ def enqueue(request: Request, principal: Principal, collection: Collection) -> R
     if isinstance(data, dict) and "messages" in data and "payload" in data:
         raise InvalidQueueInput.field("messages", 'Give "payload" (one) or "messages" (a batch).')
     if isinstance(data, dict) and "messages" in data:
-        entries = valid(s.EnqueueBatchSerializer, request)["messages"]
+        entries = validated(s.EnqueueBatchSerializer, request.data)["messages"]
         results = services.message_enqueue_batch(
             collection=collection, messages=entries, enqueued_by=principal.label
         )
         created = any(r.created for r in results)
         body: dict[str, Any] = {"ids": [str(r.id) for r in results]}
     else:
-        fields = valid(s.EnqueueSerializer, request)
+        fields = validated(s.EnqueueSerializer, request.data)
         result = services.message_enqueue(
             collection=collection, enqueued_by=principal.label, **fields
         )
@@ -249,7 +244,7 @@ class ClaimView(APIView):
     )  # fmt: skip
     def post(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_CONSUME, g, q)
-        data = valid(s.ClaimSerializer, request)
+        data = validated(s.ClaimSerializer, request.data)
         claimed = services.message_claim_waiting(
             collection=collection, worker_id=data["worker_id"], n=data["max_messages"],
             visibility_timeout=data.get("visibility_timeout"), wait_seconds=data["wait_seconds"],
@@ -265,7 +260,7 @@ class AckView(APIView):
     )  # fmt: skip
     def post(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_CONSUME, g, q)
-        acks = valid(s.AckSerializer, request)["acks"]
+        acks = validated(s.AckSerializer, request.data)["acks"]
         result = services.message_ack_batch(collection=collection, acks=acks)
         return Response(s.AckedSerializer(result).data)
 
@@ -283,7 +278,7 @@ class HolderActionView(APIView):
 
     def post(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_CONSUME, g, q)
-        data = valid(self.serializer_class, request)
+        data = validated(self.serializer_class, request.data)
         services.message_get(collection=collection, id=data["id"])  # 404 before 409
         message = self.act(collection, data)
         return Response(message_body(message, collection))
@@ -354,7 +349,7 @@ class RedriveView(APIView):
     )  # fmt: skip
     def post(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_MANAGE, g, q)
-        data = valid(s.RedriveSerializer, request)
+        data = validated(s.RedriveSerializer, request.data)
         count = services.messages_redrive(
             collection=collection, ids=data.get("ids"), all=data["all"]
         )
@@ -369,7 +364,7 @@ class PurgeView(APIView):
     )  # fmt: skip
     def post(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_MANAGE, g, q)
-        data = valid(s.PurgeSerializer, request)
+        data = validated(s.PurgeSerializer, request.data)
         count = services.collection_purge(collection=collection, **data)
         return Response({"count": count})
 

@@ -17,6 +17,7 @@ from principals.authz import Capability, Principal
 from principals.permissions import require
 from principals.services import app_get
 from queueproject import clock
+from queueproject.api import validated
 from queueproject.schema import ERROR_RESPONSES, error
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
@@ -34,12 +35,6 @@ INCARNATION = OpenApiParameter(
     description="The session incarnation the caller knows; a stale one answers 409 "
     "session_identity_mismatch.",
 )
-
-
-def _validated(serializer_class: type, data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class TaskView(APIView):
@@ -93,7 +88,7 @@ class AppTaskListView(APIView):
         """Create a task of the app."""
         target = app_get(ref=app)
         require(request, Capability.SESSION_CREATE, target, not_found=err.SessionQueueNotFound)
-        data = _validated(s.TaskCreateSerializer, request.data)
+        data = validated(s.TaskCreateSerializer, request.data)
         task = services.task_create(app=target, title=data["title"])
         return Response(s.TaskSerializer(task).data, status=status.HTTP_201_CREATED)
 
@@ -161,7 +156,7 @@ class MessageListView(SessionView):
         as_agent = isinstance(request.data, dict) and request.data.get("queued_by") == "agent"
         capability = Capability.SESSION_CONSUME if as_agent else Capability.SESSION_EDIT
         session, principal = self.session(request, session_id, capability)
-        data = _validated(s.MessageCreateSerializer, request.data)
+        data = validated(s.MessageCreateSerializer, request.data)
         if as_agent and principal.app is None:
             raise err.InvalidSessionInput(
                 details={"queued_by": ["Only an agent runtime's app token may queue as agent."]}
@@ -225,7 +220,7 @@ class MessageDetailView(SessionView):
         """Edit content / attachments / metadata of your own entry (a null metadata
         value removes that key). Another owner's or a reserved entry is 404."""
         session, principal = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = _validated(s.MessageUpdateSerializer, request.data)
+        data = validated(s.MessageUpdateSerializer, request.data)
         row = services.message_update(
             session_id=session.pk,
             message_id=message_id,
@@ -272,7 +267,7 @@ class ReorderView(SessionView):
     def post(self, request: Request, session_id: uuid.UUID) -> Response:
         """Reorder the visible entries: ``ids`` must be an exact permutation of them."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = _validated(s.ReorderSerializer, request.data)
+        data = validated(s.ReorderSerializer, request.data)
         services.queue_reorder(
             session_id=session.pk, ordered_ids=data["ids"], identity=self.identity(request, session)
         )
@@ -288,7 +283,7 @@ class SendNowView(SessionView):
     def post(self, request: Request, session_id: uuid.UUID) -> Response:
         """Claim the selected entries (with the content you saw) as one dispatch."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = _validated(s.SendNowSerializer, request.data)
+        data = validated(s.SendNowSerializer, request.data)
         expected = [SendNowExpectation(id=e["id"], content=e["content"]) for e in data["entries"]]
         claim, dispatch = services.send_now_claim(
             session_id=session.pk, expected=expected, identity=self.identity(request, session)
@@ -334,7 +329,7 @@ class AutoRunView(SessionView):
     def put(self, request: Request, session_id: uuid.UUID) -> Response:
         """Turn auto-run on or off."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = _validated(s.AutoRunSerializer, request.data)
+        data = validated(s.AutoRunSerializer, request.data)
         session = services.session_set_auto_run(
             session_id=session.pk, enabled=data["enabled"], identity=self.identity(request, session)
         )
@@ -350,7 +345,7 @@ class AutoMergeView(SessionView):
     def put(self, request: Request, session_id: uuid.UUID) -> Response:
         """Override auto-merge for this session (null inherits the global setting)."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = _validated(s.AutoMergeSerializer, request.data)
+        data = validated(s.AutoMergeSerializer, request.data)
         session = services.session_set_auto_merge(
             session_id=session.pk, enabled=data["enabled"], identity=self.identity(request, session)
         )
@@ -366,7 +361,7 @@ class AgentReadyView(SessionView):
     def put(self, request: Request, session_id: uuid.UUID) -> Response:
         """Mark the session's agent ready (or busy) for the dispatcher (consumer)."""
         session, _ = self.session(request, session_id, Capability.SESSION_CONSUME)
-        data = _validated(s.AgentReadySerializer, request.data)
+        data = validated(s.AgentReadySerializer, request.data)
         session = services.session_set_agent_ready(
             session_id=session.pk, ready=data["ready"], identity=self.identity(request, session)
         )
@@ -445,7 +440,7 @@ class TransferView(SessionView):
         """Move every entry and the pending move to another session of the same
         task (409 session_identity_mismatch across tasks). Answers the destination."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = _validated(s.TransferSerializer, request.data)
+        data = validated(s.TransferSerializer, request.data)
         destination, _ = self.session(request, data["to_session"], Capability.SESSION_EDIT)
         services.session_transfer(
             source_id=session.pk,
@@ -476,7 +471,7 @@ class PendingMoveView(SessionView):
     def put(self, request: Request, session_id: uuid.UUID) -> Response:
         """Set (replace) the session's deferred workflow move."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = _validated(s.PendingMoveInSerializer, request.data)
+        data = validated(s.PendingMoveInSerializer, request.data)
         move = services.pending_move_set(
             session_id=session.pk, move=data, identity=self.identity(request, session)
         )
