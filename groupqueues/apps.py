@@ -9,6 +9,9 @@ class GroupQueuesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from groupqueues import signals
+        from django.db.backends.signals import connection_created
+
+        from groupqueues import signals, sql
 
         signals.connect()
+        connection_created.connect(sql.enable_prepared_statements, dispatch_uid="gq-prepared")

@@ -1,13 +1,20 @@
 """Typed product settings with their defaults, in one place.
 
-Each value is read from ``django.conf.settings`` (so ``override_settings`` works in
-tests) and falls back to the default here. ``settings.py`` fills the Django
-settings from the environment.
+Each value is read from ``django.conf.settings`` and falls back to the default
+here. ``settings.py`` fills the Django settings from the environment. The values
+are read once and kept until a setting changes (``override_settings`` and
+pytest-django's ``settings`` fixture send ``setting_changed``): the hot paths
+ask on every call, and a dozen lazy-settings lookups cost more than their SQL
+statement's parameter binding.
 """
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings as dj
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 
 @dataclass(frozen=True)
@@ -26,8 +33,9 @@ class ProductSettings:
     maintenance_lease_ttl: float
 
 
+@functools.cache
 def product_settings() -> ProductSettings:
-    """The current product settings (cheap; read on every call)."""
+    """The current product settings (cached until a setting changes)."""
     return ProductSettings(
         api_max_body_bytes=getattr(dj, "DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024),
         json_max_depth=getattr(dj, "API_JSON_MAX_DEPTH", 64),
@@ -49,3 +57,8 @@ def product_settings() -> ProductSettings:
         maintenance_interval=getattr(dj, "QUEUE_MAINTENANCE_INTERVAL", 10.0),
         maintenance_lease_ttl=getattr(dj, "QUEUE_MAINTENANCE_LEASE_TTL", 30.0),
     )
+
+
+@receiver(setting_changed, dispatch_uid="product-settings-cache")
+def _forget_product_settings(**kwargs: Any) -> None:
+    product_settings.cache_clear()

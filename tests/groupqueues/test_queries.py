@@ -55,6 +55,42 @@ def test_enqueue__query_count_is_pinned(queue, django_assert_num_queries):
         services.message_enqueue_batch(collection=queue, messages=batch, enqueued_by="t")
 
 
+@pytest.mark.postgres
+def test_hot_statements__are_prepared_once_and_keep_their_generic_plan(queue):
+    # Django opens connections with psycopg's prepared statements off; the
+    # claim, ack and enqueue must still be prepared (parsed and planned once
+    # per connection), and the claim must not be re-planned on every call.
+    for i in range(8):
+        enqueue(queue, i)
+    for _ in range(8):
+        (m,) = claim(queue, 1)
+        services.message_ack(collection=queue, id=m.id, claim_token=m.claim_token)
+    with connection.cursor() as cur:
+        cur.execute("SHOW plan_cache_mode")
+        assert cur.fetchone()[0] == "force_generic_plan"
+        cur.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+        prepared = cur.fetchall()
+    uses = {name: [(g, c) for text, g, c in prepared if marker in text]
+            for name, marker in (("claim", "lapsed AS MATERIALIZED"),
+                                 ("ack", "DELETE FROM groupqueues_message\nWHERE id ="),
+                                 ("enqueue", "INSERT INTO groupqueues_message"))}  # fmt: skip
+    assert uses["claim"] == [(8, 0)]  # one statement, planned generically each time
+    assert uses["ack"] == [(8, 0)]
+    assert len(uses["enqueue"]) == 1 and uses["enqueue"][0][1] == 0
+
+
+def test_prepared_statements__off_sends_plain_statements(queue, settings):
+    settings.QUEUE_PREPARED_STATEMENTS = False  # e.g. behind PgBouncer in transaction mode
+    enqueue(queue)
+    (m,) = claim(queue, 1)
+    services.message_ack(collection=queue, id=m.id, claim_token=m.claim_token)
+    if is_postgres():
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                        ["%lapsed AS MATERIALIZED%"])  # fmt: skip
+            assert cur.fetchone()[0] == 0
+
+
 # ------------------------------------------------------------ EXPLAIN (PostgreSQL)
 
 
@@ -108,12 +144,11 @@ def _generic_plan(query, types):
 
     numbered = re.sub(r"%\((\w+)\)s", number, query)
     with connection.cursor() as cur:
-        cur.execute("SET plan_cache_mode = force_generic_plan")
+        cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         cur.execute(f"PREPARE generic_claim({', '.join(types)}) AS {numbered}")
         cur.execute(f"EXPLAIN EXECUTE generic_claim({', '.join('NULL' for _ in types)})")
         plan = "\n".join(row[0] for row in cur.fetchall())
         cur.execute("DEALLOCATE generic_claim")
-        cur.execute("RESET plan_cache_mode")
     return plan
 
 
