@@ -189,7 +189,7 @@ def settle() -> None:
 PGBENCH_ENQUEUE = """
 INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority, enqueued_at,
     deliver_after, state, claimed_by, attempt, max_attempts, enqueued_by)
-VALUES (gen_random_uuid(), ':gid'::uuid, :cid, '{"i": 1}', 0, now(), now(), 'ready', '', 0, 3,
+VALUES (gen_random_uuid(), {gid}::uuid, :cid, '{"i": 1}', 0, now(), now(), 'ready', '', 0, 3,
     'bench');
 """
 
@@ -210,8 +210,8 @@ def pgbench_baseline(database_url: str, count: int) -> None:
         return
     queue = new_queue("pgbench")
     values = {"collection_id": ":cid", "now": "now()", "n": "1", "worker_id": "'pgbench'",
-              "lease_expires_at": "now() + interval '300 s'", "id": "':id'::uuid",
-              "token": "':claim_token'::uuid", "async_commit": "false"}  # fmt: skip
+              "lease_expires_at": "now() + interval '300 s'", "id": "{id}",
+              "token": "{token}", "async_commit": "false"}  # fmt: skip
     inline = lambda q: re.sub(r"%\((\w+)\)s", lambda m: values[m[1]], q).strip()  # noqa: E731
     claim = inline(sql.CLAIM_POSTGRES).replace("m.payload::text", "m.payload::text AS payload")
     scripts = {
@@ -219,20 +219,29 @@ def pgbench_baseline(database_url: str, count: int) -> None:
         "claim+ack batch   1": f"{claim} \\gset\n{inline(sql.ACK_POSTGRES)};",
     }
     for label, script in scripts.items():
-        fill(queue, count + 100)
-        settle()
-        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
-            f.write(script.replace("\n", "\n") + "\n")
-        out = subprocess.run(
-            ["pgbench", "-n", "-c", "1", "-t", str(count), "-f", f.name,
-             "-D", f"cid={queue.pk}", "-D", f"gid={queue.group_id}", database_url],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        tps = re.search(r"tps = ([\d.]+)", out.stdout)
-        if tps is None:
-            print(f"pgbench {label}: failed: {out.stderr.strip()[:300]}")
-        else:
-            print(f"{'pgbench ' + label:<42} {float(tps[1]):>10,.0f} msg/s  (raw SQL, C client)")
+        for mode in ("simple", "prepared"):
+            fill(queue, count + 100)
+            settle()
+            # a \gset variable is pasted as text in simple mode, bound in prepared
+            quote = "'" if mode == "simple" else ""
+            text = script
+            for name, value in (("{gid}", f"{quote}:gid{quote}"),
+                                ("{id}", f"{quote}:id{quote}::uuid"),
+                                ("{token}", f"{quote}:claim_token{quote}::uuid")):  # fmt: skip
+                text = text.replace(name, value)
+            with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+                f.write(text + "\n")
+            out = subprocess.run(
+                ["pgbench", "-n", "-c", "1", "-t", str(count), "-M", mode, "-f", f.name,
+                 "-D", f"cid={queue.pk}", "-D", f"gid={queue.group_id}", database_url],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            tps = re.search(r"tps = ([\d.]+)", out.stdout)
+            name = f"pgbench {label} ({mode})"
+            if tps is None:
+                print(f"{name}: failed: {out.stderr.strip()[:300]}")
+            else:
+                print(f"{name:<42} {float(tps[1]):>10,.0f} msg/s  (raw SQL, C client)")
 
 
 def main() -> None:

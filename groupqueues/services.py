@@ -22,7 +22,6 @@ import.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 import uuid
@@ -45,6 +44,7 @@ from groupqueues.models import (
     DeadReason,
     Message,
     MessageState,
+    new_message_ids,
 )
 from groupqueues.selectors import (  # re-exported: reads belong to the contract too
     QueueStats,
@@ -375,21 +375,6 @@ def _checked_payload(collection: Collection, payload: Any, *, max_depth: int,
     return text
 
 
-# uuid4 bits: version 4 and the RFC 4122 variant.
-_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
-_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
-
-
-def _new_ids(n: int) -> list[uuid.UUID]:
-    """n random (version 4) UUIDs from one read of the OS random source
-    (uuid.uuid4() reads it once per id: a third of a batch's Python time)."""
-    data = os.urandom(16 * n)
-    return [
-        uuid.UUID(int=(int.from_bytes(data[i : i + 16]) & _UUID4_CLEAR) | _UUID4_SET)
-        for i in range(0, 16 * n, 16)
-    ]
-
-
 def _when(
     seconds: Any, at: Any, seconds_name: str, at_name: str, *, now: datetime, index: int | None
 ) -> datetime | None:
@@ -409,13 +394,20 @@ def _lock_depth_limit(collection: Collection) -> int | None:
     """The collection's current max_depth, with its row locked FOR NO KEY UPDATE
     (PostgreSQL) so concurrent enqueuers into a bounded queue insert and count
     one after the other (it does not conflict with the KEY SHARE lock the
-    message INSERTs take). Must run in a transaction."""
-    return (
+    message INSERTs take). Raises CollectionNotFound if the collection was
+    deleted meanwhile. Must run in a transaction."""
+    found = list(
         Collection.objects.select_for_update(no_key=True)
         .filter(pk=collection.pk)
         .values_list("max_depth", flat=True)
-        .first()
     )
+    if not found:
+        raise _collection_gone(collection)
+    return found[0]
+
+
+def _collection_gone(collection: Collection) -> err.CollectionNotFound:
+    return err.CollectionNotFound(f"The queue {collection.name!r} no longer exists.")
 
 
 def _check_depth(collection: Collection, limit: int, added: int) -> None:
@@ -483,7 +475,7 @@ def _enqueue(
     if postgres and len(messages) > 1:
         payloads = check.payloads_json([new.payload for new in messages], max_depth=max_depth,
                                        max_bytes=collection.max_payload_bytes)  # fmt: skip
-    ids = _new_ids(len(messages))
+    ids = new_message_ids(len(messages))
     rows = [
         _prepare(collection, new, id=ids[i], now=now, max_depth=max_depth,
                  index=i if batch else None, payload_checked=payloads is not None)
@@ -493,7 +485,12 @@ def _enqueue(
         return _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by,
                                 settings=settings, payloads=payloads)  # fmt: skip
     with transaction.atomic():
-        limit = _lock_depth_limit(collection) if collection.max_depth is not None else None
+        limit = None
+        if collection.max_depth is not None or not postgres:
+            # Locks the row on PostgreSQL; on SQLite the IMMEDIATE transaction
+            # already holds the write lock, and the read makes sure the
+            # collection still exists (no foreign key checks the messages).
+            limit = _lock_depth_limit(collection)
         if postgres:
             results = _insert_postgres(collection, rows, now=now, enqueued_by=enqueued_by,
                                        settings=settings, payloads=payloads)  # fmt: skip
@@ -541,8 +538,12 @@ def _insert_postgres(
         if cur.rowcount == len(rows):  # all inserted: no need to read the ids back
             return [EnqueueResult(r.id, True) for r in rows]
         inserted = {row[0] for row in cur.fetchall()}
+    if not inserted and any(r.idempotency_key is None for r in rows):
+        raise _collection_gone(collection)  # the statement found no collection row
     holders = _key_holders(collection, [r for r in rows if r.id not in inserted])
     lost = [r for r in rows if r.id not in inserted and r.idempotency_key not in holders]
+    if lost and not Collection.objects.filter(pk=collection.pk).exists():
+        raise _collection_gone(collection)
     if lost and retries:  # the holder was deleted meanwhile: the key is free again
         again = _insert_postgres(collection, lost, now=now, enqueued_by=enqueued_by,
                                  settings=settings, retries=retries - 1)  # fmt: skip

@@ -165,23 +165,28 @@ RETURNING m.id
 # max_attempts, "k" idempotency key). Text and JSON parameters are parsed by
 # the server, much cheaper than psycopg binding arrays element by element.
 # WITH ORDINALITY keeps the list order, so seq follows it.
-# A row whose idempotency key is already taken in the collection is skipped
-# by the unique partial index (concurrent duplicates too: the later INSERT
-# waits for the earlier one, then skips). RETURNING names the rows inserted.
+# ``queue`` locks the collection row FOR KEY SHARE (in place of a foreign key
+# checked once per row; see Message.collection): if the collection is gone,
+# nothing is inserted. A row whose idempotency key is already taken in the
+# collection is skipped by the unique partial index (concurrent duplicates
+# too: the later INSERT waits for the earlier one, then skips). RETURNING
+# names the rows inserted.
 # The wake-up rides along as an InitPlan: evaluated once, only if a row was
 # inserted and ``wake`` is true; PostgreSQL delivers it at commit.
 ENQUEUE_POSTGRES = """
-WITH ins AS (
+WITH queue AS (
+    SELECT id FROM groupqueues_collection WHERE id = %(collection_id)s FOR KEY SHARE
+), ins AS (
     INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
         enqueued_at, deliver_after, expires_at, state, claimed_by, attempt, max_attempts,
         enqueued_by, idempotency_key)
-    SELECT e.id, %(group_id)s, %(collection_id)s, e.payload,
+    SELECT e.id, %(group_id)s, queue.id, e.payload,
         COALESCE((e.opt->>'pr')::int, 0), %(now)s,
         COALESCE((e.opt->>'da')::timestamptz, %(now)s), (e.opt->>'ea')::timestamptz,
         'ready', '', 0, COALESCE((e.opt->>'ma')::int, %(max_attempts)s), %(enqueued_by)s,
         e.opt->>'k'
-    FROM ROWS FROM (unnest(%(ids)s::uuid[]), jsonb_array_elements(%(payloads)s::jsonb),
-                    jsonb_array_elements(%(options)s::jsonb))
+    FROM queue, ROWS FROM (unnest(%(ids)s::uuid[]), jsonb_array_elements(%(payloads)s::jsonb),
+                           jsonb_array_elements(%(options)s::jsonb))
          WITH ORDINALITY AS e(id, payload, opt, ord)
     ORDER BY e.ord
     ON CONFLICT (collection_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -192,14 +197,18 @@ FROM ins
 """
 
 # Enqueue one message: the single-row form of ENQUEUE_POSTGRES (cheaper to plan
-# and run than unnest); same idempotency and wake-up rules.
+# and run than unnest); same collection lock, idempotency and wake-up rules.
 ENQUEUE_ONE_POSTGRES = """
+WITH queue AS (
+    SELECT id FROM groupqueues_collection WHERE id = %(collection_id)s FOR KEY SHARE
+)
 INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
     enqueued_at, deliver_after, expires_at, state, claimed_by, attempt, max_attempts,
     enqueued_by, idempotency_key)
-VALUES (%(id)s, %(group_id)s, %(collection_id)s, %(payload)s::jsonb, %(priority)s, %(now)s,
+SELECT %(id)s, %(group_id)s, queue.id, %(payload)s::jsonb, %(priority)s, %(now)s,
     %(deliver_after)s, %(expires_at)s, 'ready', '', 0, %(max_attempts)s, %(enqueued_by)s,
-    %(key)s)
+    %(key)s
+FROM queue
 ON CONFLICT (collection_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n WHERE %(wake)s)
 """

@@ -3,9 +3,11 @@ deadline (threads with their own connections and their own clocks)."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from datetime import timedelta
 
@@ -207,3 +209,45 @@ def test_race__late_extend_never_takes_the_message_back(thread_clocks):
             assert claimed == []
             assert (row.claim_token, row.claimed_by) == (held.claim_token, "a")
         services.message_cancel(collection=queue, id=message_id)
+
+
+def _enqueue_until_gone(queue, started, result):
+    """Enqueue (single and batches in turn) until the collection is gone; how
+    many enqueues landed goes into ``result``."""
+    sent = 0
+    try:
+        while True:
+            if sent % 2:
+                services.message_enqueue(collection=queue, payload=sent, enqueued_by="t")
+            else:
+                services.message_enqueue_batch(
+                    collection=queue, enqueued_by="t",
+                    messages=[services.NewMessage(payload=i) for i in range(20)],
+                )  # fmt: skip
+            sent += 1
+            started.set()
+    except err.CollectionNotFound:
+        result.append(sent)
+    finally:
+        started.set()
+        connection.close()
+
+
+@pytest.mark.parametrize("delete", ["collection", "group"])
+def test_race__enqueue_vs_collection_delete_leaves_no_orphans(delete):
+    # Message.collection has no database constraint: the enqueue locks the
+    # collection row, and the delete locks it before the cascade. Whoever
+    # wins, no message outlives its collection.
+    for i in range(10):
+        group = GroupFactory()
+        queue = services.collection_create(group=group, name=f"doomed-{i}")
+        started = threading.Event()
+        result: list = []
+        enqueuer = threading.Thread(target=_enqueue_until_gone, args=(queue, started, result))
+        enqueuer.start()
+        started.wait(10)
+        time.sleep(random.uniform(0, 0.01))
+        (group if delete == "group" else queue).delete()
+        enqueuer.join(30)
+        assert result and result[0] >= 1  # it enqueued, then was told the queue is gone
+        assert not Message.objects.filter(collection_id=queue.pk).exists()

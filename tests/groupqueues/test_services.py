@@ -216,6 +216,40 @@ def test_enqueue__over_max_depth_is_429_queue_full(group):
     enqueue(bounded)
 
 
+@pytest.mark.parametrize("max_depth", [None, 100])
+@pytest.mark.parametrize("size", [1, 3])
+def test_enqueue__into_a_deleted_collection_is_404_and_stores_nothing(group, size, max_depth):
+    doomed = services.collection_create(group=group, name="doomed", max_depth=max_depth)
+    stale = Collection.objects.get(pk=doomed.pk)  # a caller still holding the row
+    doomed.delete()
+    messages = [services.NewMessage(payload=i, idempotency_key=None if i else "k")
+                for i in range(size)]  # fmt: skip
+    with pytest.raises(err.CollectionNotFound):
+        if size == 1:
+            enqueue(stale)
+        else:
+            services.message_enqueue_batch(collection=stale, messages=messages, enqueued_by="t")
+    with pytest.raises(err.CollectionNotFound):  # only keyed rows: told apart from duplicates
+        services.message_enqueue_batch(
+            collection=stale, messages=[services.NewMessage(payload=1, idempotency_key="k")],
+            enqueued_by="t",
+        )  # fmt: skip
+    assert not Message.objects.filter(collection_id=stale.pk).exists()
+
+
+def test_enqueue__ids_are_time_ordered_uuid7(queue):
+    first = enqueue(queue)
+    results = services.message_enqueue_batch(
+        collection=queue, messages=[services.NewMessage(payload=i) for i in range(300)],
+        enqueued_by=ENQUEUER,
+    )  # fmt: skip
+    ids = [first] + [r.id for r in results]
+    assert {i.version for i in ids} == {7} and {i.variant for i in ids} == {uuid.RFC_4122}
+    assert len(set(ids)) == len(ids)
+    assert [r.id for r in results] == sorted(r.id for r in results)  # rising within a batch
+    assert first.int >> 80 <= results[0].id.int >> 80  # millisecond timestamps never go back
+
+
 def test_enqueue_batch__inserts_all_in_order(queue):
     results = services.message_enqueue_batch(
         collection=queue,
