@@ -5,7 +5,8 @@
 
 Measures, through the services (the code path the API and workers use):
 enqueue one by one and in batches of 500; claim+ack at batch sizes 1 and 100
-with 1 and 4 processes; the same with 1,000,000 dead rows in the table.
+with 1 and 4 processes; batch 1 with each ack carrying the next claim
+(``message_ack_and_claim``); the same with 1,000,000 dead rows in the table.
 Prints messages/second. Each scenario runs in its own fresh collection.
 """
 
@@ -103,6 +104,33 @@ def drain(collection_id: int, batch: int, limit: int | None = None) -> int:
             )
         done += len(messages)
     return done
+
+
+def drain_combined(collection_id: int) -> int:
+    """Batch 1 the way a one-at-a-time consumer does it with
+    ``message_ack_and_claim``: each ack carries the next claim."""
+    from groupqueues import services
+    from groupqueues.models import Collection
+
+    queue = Collection.objects.get(pk=collection_id)
+    worker = f"bench-{os.getpid()}"
+    batch = services.message_claim(collection=queue, worker_id=worker, n=1)
+    done = 0
+    while batch:
+        (m,) = batch
+        batch = services.message_ack_and_claim(
+            collection=queue, id=m.id, claim_token=m.claim_token, worker_id=worker
+        ).messages
+        done += 1
+    return done
+
+
+def bench_ack_and_claim(count: int) -> tuple[int, float]:
+    queue = new_queue("combined")
+    fill(queue, count)
+    start = time.perf_counter()
+    done = drain_combined(queue.pk)
+    return done, time.perf_counter() - start
 
 
 def _process_main(database_url: str | None, collection_id: int, batch: int, ready, go) -> int:  # type: ignore[no-untyped-def]
@@ -213,7 +241,7 @@ def pgbench_baseline(database_url: str, count: int) -> None:
               "lease_expires_at": "now() + interval '300 s'", "id": "{id}",
               "token": "{token}", "async_commit": "false"}  # fmt: skip
     inline = lambda q: re.sub(r"%\((\w+)\)s", lambda m: values[m[1]], q).strip()  # noqa: E731
-    claim = inline(sql.CLAIM_POSTGRES).replace("m.payload::text", "m.payload::text AS payload")
+    claim = inline(sql.CLAIM_POSTGRES)
     scripts = {
         "enqueue one by one": PGBENCH_ENQUEUE.strip(),
         "claim+ack batch   1": f"{claim} \\gset\n{inline(sql.ACK_POSTGRES)};",
@@ -282,6 +310,8 @@ def main() -> None:
                 f"claim+ack batch {batch:>3}, {processes} process(es)",
                 bench_claim_ack, n(base), batch, processes, database_url,
             )  # fmt: skip
+        if batch == 1:
+            run("ack+claim next, batch 1, 1 process", bench_ack_and_claim, n(base))
     if args.dead:
         start = time.perf_counter()
         add_dead_rows(args.dead)
@@ -291,6 +321,7 @@ def main() -> None:
                 f"claim+ack batch {batch:>3}, 1 process, dead rows",
                 bench_claim_ack, n(base), batch, 1, database_url,
             )  # fmt: skip
+        run("ack+claim next, batch 1, dead rows", bench_ack_and_claim, n(5_000))
 
 
 if __name__ == "__main__":

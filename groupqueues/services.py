@@ -170,6 +170,12 @@ class AckBatchResult:
 
 
 @dataclass(frozen=True)
+class AckAndClaimResult:
+    acked: bool  # False: the lease was lost (stale token, lapsed lease, cancelled)
+    messages: list[ClaimedMessage]  # claimed next, in claim order
+
+
+@dataclass(frozen=True)
 class SweepResult:
     expired: int  # live messages moved to dead ("expired")
     pruned: int  # dead messages deleted after their retention
@@ -641,6 +647,14 @@ def message_claim(
     time (SKIP LOCKED on PostgreSQL, the IMMEDIATE write lock on SQLite).
     PostgreSQL: one statement per round (see ``sql.CLAIM_POSTGRES``).
     Raises InvalidQueueInput (worker_id, n, visibility_timeout)."""
+    n, timeout = _claim_args(collection, worker_id, n, visibility_timeout)
+    return _claim_rounds(collection, worker_id, n, timeout, [], CLAIM_ROUNDS)
+
+
+def _claim_args(
+    collection: Collection, worker_id: str, n: Any, visibility_timeout: Any
+) -> tuple[int, int]:
+    """The claim's checked arguments: (n, lease seconds)."""
     _queue(collection)
     check.check_worker_id(worker_id)
     n = check.check_int(n, "n", low=-(2**31))
@@ -650,8 +664,17 @@ def message_claim(
             visibility_timeout, "visibility_timeout",
             low=check.VISIBILITY_TIMEOUT_MIN, high=check.VISIBILITY_TIMEOUT_MAX,
         )  # fmt: skip
-    claimed: list[ClaimedMessage] = []
-    for _ in range(CLAIM_ROUNDS):
+    return n, timeout
+
+
+def _claim_rounds(
+    collection: Collection, worker_id: str, n: int, timeout: int,
+    claimed: list[ClaimedMessage], rounds: int,
+) -> list[ClaimedMessage]:  # fmt: skip
+    """Claim rounds until ``claimed`` holds min(n, 100) messages, nothing was
+    left, or ``rounds`` rounds ran (a round whose candidates died leaves room
+    for another)."""
+    for _ in range(rounds):
         wanted = min(n, MAX_CLAIM) - len(claimed)
         if wanted <= 0:
             break
@@ -660,6 +683,47 @@ def message_claim(
         if not died:
             break
     return claimed
+
+
+def message_ack_and_claim(
+    *,
+    collection: Collection,
+    id: uuid.UUID | str,
+    claim_token: uuid.UUID | str,
+    worker_id: str,
+    n: int = 1,
+    visibility_timeout: int | None = None,
+) -> AckAndClaimResult:
+    """Ack the held message ``id`` and claim up to ``n`` more: what a consumer
+    that takes one message at a time does between two messages, in ONE
+    statement on PostgreSQL (one round trip and one commit instead of two
+    each; ``sql.ACK_AND_CLAIM_POSTGRES``). The ack is ``message_ack`` except
+    that a lost lease does not raise (``acked`` is False and nothing is
+    deleted); the claim is ``message_claim`` (same order, leases, deaths,
+    paused and ``n <= 0`` rules). SQLite: the two in turn. Raises
+    InvalidQueueInput for bad arguments, before anything happens."""
+    ack_id = check.check_uuid(id, "id")
+    ack_token = check.check_uuid(claim_token, "claim_token")
+    n, timeout = _claim_args(collection, worker_id, n, visibility_timeout)
+    if connection.vendor != "postgresql" or n <= 0:
+        try:
+            message_ack(collection=collection, id=ack_id, claim_token=ack_token)
+            acked = True
+        except err.LeaseLost:
+            acked = False
+        return AckAndClaimResult(acked, _claim_rounds(collection, worker_id, n, timeout, [],
+                                                      CLAIM_ROUNDS))  # fmt: skip
+    now = clock.now()
+    params = {"collection_id": collection.pk, "now": now, "n": min(n, MAX_CLAIM),
+              "worker_id": worker_id, "lease_expires_at": now + timedelta(seconds=timeout),
+              "async_commit": False, "ack_id": ack_id, "ack_token": ack_token}  # fmt: skip
+    with sql.cursor() as cur:
+        cur.execute(sql.ACK_AND_CLAIM_POSTGRES, params)
+        rows = cur.fetchall()
+    claimed, died = _claimed_rows([row[1:] for row in rows if row[1] is not None])
+    if died:
+        claimed = _claim_rounds(collection, worker_id, n, timeout, claimed, CLAIM_ROUNDS - 1)
+    return AckAndClaimResult(rows[0][0] == 1, claimed)
 
 
 def _claim_round(
@@ -700,9 +764,13 @@ def _claim_postgres(
               "lease_expires_at": lease, "async_commit": async_commit}  # fmt: skip
     with sql.cursor(settings) as cur:
         cur.execute(sql.CLAIM_POSTGRES, params)
-        rows = cur.fetchall()
-    # Rows stay tuples (columns as _CLAIM_COLUMNS); the payloads are decoded
-    # in one call as one JSON array.
+        return _claimed_rows(cur.fetchall())
+
+
+def _claimed_rows(rows: list[tuple[Any, ...]]) -> tuple[list[ClaimedMessage], int]:
+    """The rows of a PostgreSQL claim (columns as _CLAIM_COLUMNS): (the claimed
+    messages in claim order, how many candidates died instead). Rows stay
+    tuples; the payloads are decoded in one call as one JSON array."""
     claimed = [r for r in rows if r[0] == MessageState.CLAIMED]
     payloads = json.loads("[" + ",".join([r[4] for r in claimed]) + "]")
     out = [

@@ -101,8 +101,8 @@ def _prepared_cursor_class() -> type:
 #   ``expired``) and those out of attempts (dead ``exhausted``), which are
 #   never handed out. RETURNING gives every row; the caller keeps the claimed
 #   (the payload as text: decoded by the caller whatever the result format).
-CLAIM_POSTGRES = """
-WITH open AS (
+_CLAIM_CTES = """
+open AS (
     SELECT 1 FROM groupqueues_collection WHERE id = %(collection_id)s AND NOT paused
       AND CASE WHEN %(async_commit)s
                THEN set_config('synchronous_commit', 'off', true) = 'off' ELSE true END
@@ -130,6 +130,8 @@ WITH open AS (
     ORDER BY priority DESC, deliver_after, seq
     LIMIT %(n)s
 )
+"""
+_CLAIM_UPDATE = """
 UPDATE groupqueues_message AS m SET
     state = CASE WHEN p.death IS NULL THEN 'claimed' ELSE 'dead' END,
     dead_reason = p.death,
@@ -141,10 +143,34 @@ UPDATE groupqueues_message AS m SET
     attempt = CASE WHEN p.death IS NULL THEN m.attempt + 1 ELSE m.attempt END
 FROM picked AS p
 WHERE m.seq = p.seq
-RETURNING m.state, m.seq, m.id, m.collection_id, m.payload::text, m.priority, m.attempt,
+RETURNING m.state, m.seq, m.id, m.collection_id, m.payload::text AS payload, m.priority, m.attempt,
           m.max_attempts, m.claim_token, m.claimed_by, m.lease_expires_at, m.enqueued_at,
           m.deliver_after, m.expires_at, m.enqueued_by, m.last_error
 """
+CLAIM_POSTGRES = "WITH" + _CLAIM_CTES + _CLAIM_UPDATE
+
+# Ack one message and claim the next ones in ONE statement (one round trip, one
+# commit): the consumer that takes one message at a time spends half its time
+# per message on the second commit otherwise. ``acked`` is the fenced DELETE
+# of ACK_POSTGRES; the held message is never a claim candidate (its lease
+# runs), so the two parts cannot meet. The first column counts the ack (0:
+# lease lost); then the claimed rows as CLAIM_POSTGRES returns them, or one
+# row of NULLs when nothing was claimed. Always synchronous commit (the ack).
+ACK_AND_CLAIM_POSTGRES = (
+    """WITH acked AS (
+    DELETE FROM groupqueues_message
+    WHERE id = %(ack_id)s AND claim_token = %(ack_token)s AND collection_id = %(collection_id)s
+      AND state = 'claimed' AND lease_expires_at > %(now)s
+    RETURNING 1
+),"""
+    + _CLAIM_CTES
+    + ", claimed AS ("
+    + _CLAIM_UPDATE
+    + """)
+SELECT (SELECT count(*) FROM acked) AS acked, claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true
+"""
+)
 
 # Ack a batch: delete those of the (id, token) pairs still held (claimed with
 # that token, lease not lapsed) in one statement; RETURNING says which landed.

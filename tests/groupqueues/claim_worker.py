@@ -4,8 +4,9 @@
 
 With the test database from ``tests.conftest.subprocess_env()``. Prints
 "ready", waits until GO_FILE exists (so all workers start together), then claims
-random batches of 1-10 and acks them (single ack or batch ack) until a claim
-comes back empty. Prints one line per claimed message: ``<id> <acked 0|1>``.
+random batches of 1-10 and acks them (single acks, a batch ack, or single acks
+and the last one acked together with the next claim) until a claim comes back
+empty. Prints one line per claimed message: ``<id> <acked 0|1>``.
 Any exception (e.g. "database is locked") exits non-zero with a traceback.
 """
 
@@ -37,21 +38,38 @@ def main() -> None:
     out = []
     worker = f"w{seed}-{os.getpid()}"
     empty = 0
+    batch = None
     while empty < 2:  # a second empty answer: nothing left (claims are not lost)
-        batch = services.message_claim(collection=queue, worker_id=worker, n=rng.randint(1, 10))
+        if batch is None:
+            batch = services.message_claim(collection=queue, worker_id=worker, n=rng.randint(1, 10))
         if not batch:
             empty += 1
+            batch = None
             continue
         empty = 0
-        if rng.random() < 0.5:
+        way = rng.random()
+        if way < 1 / 3:
             for m in batch:
                 services.message_ack(collection=queue, id=m.id, claim_token=m.claim_token)
                 out.append(f"{m.id} 1")
-        else:
+            batch = None
+        elif way < 2 / 3:
             result = services.message_ack_batch(
                 collection=queue, acks=[(m.id, m.claim_token) for m in batch]
             )
             out += [f"{r.id} {int(r.acked)}" for r in result.results]
+            batch = None
+        else:  # ack the last one and claim the next batch in the same statement
+            for m in batch[:-1]:
+                services.message_ack(collection=queue, id=m.id, claim_token=m.claim_token)
+                out.append(f"{m.id} 1")
+            last = batch[-1]
+            both = services.message_ack_and_claim(
+                collection=queue, id=last.id, claim_token=last.claim_token, worker_id=worker,
+                n=rng.randint(1, 10),
+            )  # fmt: skip
+            out.append(f"{last.id} {int(both.acked)}")
+            batch = both.messages
     sys.stdout.write("\n".join(out) + ("\n" if out else ""))
 
 

@@ -45,6 +45,19 @@ def test_ack__query_count_is_pinned(queue, django_assert_num_queries):
         services.message_ack_batch(collection=queue, acks=[(second.id, second.claim_token)])
 
 
+def test_ack_and_claim__query_count_is_pinned(queue, django_assert_num_queries):
+    enqueue(queue)
+    enqueue(queue)
+    (held,) = claim(queue, 1)
+    # PostgreSQL: the ack and the claim in one statement. SQLite: the ack's
+    # DELETE, then the claim as above.
+    with django_assert_num_queries(expect(1, 1 + 2 + 5)):
+        result = services.message_ack_and_claim(
+            collection=queue, id=held.id, claim_token=held.claim_token, worker_id=WORKER
+        )
+    assert result.acked and len(result.messages) == 1
+
+
 def test_enqueue__query_count_is_pinned(queue, django_assert_num_queries):
     # PostgreSQL: one INSERT with the collection lock and the wake-up folded
     # in, in autocommit. SQLite: the collection row is read (it must still

@@ -556,6 +556,75 @@ def test_ack_batch__empty_and_too_many(queue):
         services.message_ack_batch(collection=queue, acks=[(uuid.uuid4(), uuid.uuid4())] * 501)
 
 
+# -------------------------------------------------------------- ack and claim
+
+
+def _ack_and_claim(queue, held, **opts):
+    return services.message_ack_and_claim(
+        collection=queue, id=held.id, claim_token=held.claim_token, worker_id=WORKER, **opts
+    )
+
+
+def test_ack_and_claim__acks_the_held_one_and_claims_the_next_in_order(queue, frozen):
+    first, second, urgent = enqueue(queue, 1), enqueue(queue, 2), enqueue(queue, 3, priority=5)
+    held = claim_one(queue)
+    assert held.id == urgent
+    result = _ack_and_claim(queue, held, visibility_timeout=60)
+    assert result.acked is True
+    assert state_of(urgent) is None  # deleted
+    (nxt,) = result.messages
+    assert (nxt.id, nxt.payload, nxt.attempt, nxt.claimed_by) == (first, 1, 1, WORKER)
+    assert nxt.lease_expires_at == clock.now() + timedelta(seconds=60)
+    result = _ack_and_claim(queue, nxt, n=5)
+    assert result.acked and [m.id for m in result.messages] == [second]
+    result = _ack_and_claim(queue, result.messages[0])
+    assert result.acked and result.messages == []  # empty queue: the ack still lands
+    assert services.collection_depth(collection=queue) == 0
+
+
+def test_ack_and_claim__a_lost_lease_is_reported_and_the_claim_still_happens(queue, frozen):
+    lapsed = enqueue(queue, "lapsed")
+    held = claim_one(queue, visibility_timeout=5)
+    waiting = enqueue(queue, "waiting")
+    clock.advance(5)  # the lease lapsed: the ack must not land, the message is claimable
+    result = _ack_and_claim(queue, held, n=2)
+    assert result.acked is False
+    assert [m.id for m in result.messages] == [lapsed, waiting]
+    assert result.messages[0].attempt == 2 and result.messages[0].claim_token != held.claim_token
+    assert _ack_and_claim(queue, held).acked is False  # stale token: nothing deleted
+    assert state_of(lapsed) == ("claimed", None)
+
+
+def test_ack_and_claim__paused_n_zero_and_dead_candidates(queue, frozen):
+    for i in range(4):
+        enqueue(queue, i)
+    held = claim_one(queue)
+    services.collection_update(collection=queue, paused=True)
+    result = _ack_and_claim(queue, held)
+    assert (result.acked, result.messages) == (True, [])  # paused: ack only
+    services.collection_update(collection=queue, paused=False)
+    held = claim_one(queue)
+    result = _ack_and_claim(queue, held, n=0)
+    assert (result.acked, result.messages) == (True, [])
+    held = claim_one(queue)
+    doomed = enqueue(queue, "doomed", expires_in_seconds=1, priority=9)
+    clock.advance(1)
+    result = _ack_and_claim(queue, held)  # the expired candidate dies; the next is claimed
+    assert result.acked and [m.payload for m in result.messages] == [3]
+    assert state_of(doomed) == ("dead", "expired")
+
+
+def test_ack_and_claim__bad_arguments_change_nothing(queue):
+    enqueue(queue)
+    held = claim_one(queue)
+    for bad in ({"n": "x"}, {"worker_id": ""}, {"visibility_timeout": 0}, {"id": "nope"}):
+        args = {"collection": queue, "id": held.id, "claim_token": held.claim_token,
+                "worker_id": WORKER, **bad}  # fmt: skip
+        with pytest.raises(err.InvalidQueueInput):
+            services.message_ack_and_claim(**args)
+    assert state_of(held.id) == ("claimed", None)
+
+
 # ----------------------------------------------------------------------- nack
 
 
