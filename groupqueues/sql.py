@@ -160,7 +160,7 @@ ACK_AND_CLAIM_POSTGRES = (
     """WITH acked AS (
     DELETE FROM groupqueues_message
     WHERE id = %(ack_id)s AND claim_token = %(ack_token)s AND collection_id = %(collection_id)s
-      AND state = 'claimed' AND lease_expires_at > %(now)s
+      AND lease_expires_at > %(now)s
     RETURNING 1
 ),"""
     + _CLAIM_CTES
@@ -173,13 +173,14 @@ FROM (SELECT) AS one LEFT JOIN claimed ON true
 )
 
 # Ack a batch: delete those of the (id, token) pairs still held (claimed with
-# that token, lease not lapsed) in one statement; RETURNING says which landed.
+# that token, lease not lapsed; found by id as in ACK_POSTGRES) in one
+# statement; RETURNING says which landed.
 # Pairs arrive as two parallel arrays (unnest keeps them aligned).
 ACK_BATCH_POSTGRES = """
 DELETE FROM groupqueues_message AS m
 USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, token)
 WHERE m.id = a.id AND m.claim_token = a.token AND m.collection_id = %(collection_id)s
-  AND m.state = 'claimed' AND m.lease_expires_at > %(now)s
+  AND m.lease_expires_at > %(now)s
 RETURNING m.id
 """
 
@@ -240,11 +241,17 @@ RETURNING id, (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n WHERE %(wa
 """
 
 # Ack one message: delete it only while claimed with that token and the lease
-# has not lapsed (one statement; autocommit).
+# has not lapsed (one statement; autocommit). "Claimed" is said by the token
+# alone (only a claimed row has one: constraint gq_msg_token_only_while_claimed)
+# so the planner finds the row by ``id``: with ``state = 'claimed'`` it may
+# take gq_msg_lease instead (``collection_id = … AND lease_expires_at > now``),
+# which looks cheap when the statistics saw few claimed rows but holds every
+# in-flight claim of the collection, and, until vacuumed, every claim since
+# (6 ms per batch ack of 100 in the bench, growing with each batch).
 ACK_POSTGRES = """
 DELETE FROM groupqueues_message
 WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_id)s
-  AND state = 'claimed' AND lease_expires_at > %(now)s
+  AND lease_expires_at > %(now)s
 """
 
 

@@ -195,6 +195,38 @@ def test_claim__uses_the_claimable_index(big_queue):
 
 
 @pytest.mark.postgres
+def test_holder_actions__find_the_message_by_id_not_through_the_lease_index(big_queue):
+    # The statistics saw no claimed row (gq_msg_lease looks empty and cheap)
+    # while 1,000 claims are in flight: every ack, and the ORM's fenced
+    # updates, must go to the row by id instead of reading them all.
+    held = [m for _ in range(10) for m in claim(big_queue, 100)]
+    first = held[0]
+    now = clock.now()
+    one = {"id": first.id, "token": first.claim_token, "collection_id": big_queue.pk, "now": now}
+    batch = {"ids": "{" + ",".join(str(m.id) for m in held[:100]) + "}",
+             "tokens": "{" + ",".join(str(m.claim_token) for m in held[:100]) + "}",
+             "collection_id": big_queue.pk, "now": now}  # fmt: skip
+    with CaptureQueriesContext(connection) as ctx:
+        services.message_extend(collection=big_queue, id=first.id, claim_token=first.claim_token,
+                                visibility_timeout=60)  # fmt: skip
+    (extend_sql,) = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("UPDATE")]
+    plans = {
+        "ack": _plan(sql.ACK_POSTGRES, one),
+        "ack generic": _generic_plan(sql.ACK_POSTGRES, ["uuid", "uuid", "bigint", "timestamptz"]),
+        "batch ack": _plan(sql.ACK_BATCH_POSTGRES, batch),
+        "batch ack generic": _generic_plan(sql.ACK_BATCH_POSTGRES,
+                                           ["text", "text", "bigint", "timestamptz"]),
+        "extend": _plan(extend_sql, None),
+    }  # fmt: skip
+    for name, plan in plans.items():
+        assert "groupqueues_message_id_key" in plan, (name, plan)
+        assert "gq_msg_lease" not in plan, (name, plan)
+    types = ["uuid", "uuid", "bigint", "timestamptz", "boolean", "int", "text", "timestamptz"]
+    combined = _generic_plan(sql.ACK_AND_CLAIM_POSTGRES, types)
+    assert "Index Scan using groupqueues_message_id_key" in combined, combined
+
+
+@pytest.mark.postgres
 def test_stats__do_not_scan_the_message_table(big_queue):
     with CaptureQueriesContext(connection) as ctx:
         stats = services.collection_stats(collection=big_queue)
