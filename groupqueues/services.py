@@ -482,6 +482,9 @@ def _enqueue(
         payloads = check.payloads_json([new.payload for new in messages], max_depth=max_depth,
                                        max_bytes=collection.max_payload_bytes)  # fmt: skip
     ids = new_message_ids(len(messages))
+    if payloads is not None and collection.max_depth is None and all(map(_plain, messages)):
+        return _insert_plain_postgres(collection, ids, payloads, now=now,
+                                      enqueued_by=enqueued_by, settings=settings)  # fmt: skip
     rows = [
         _prepare(collection, new, id=ids[i], now=now, max_depth=max_depth,
                  index=i if batch else None, payload_checked=payloads is not None)
@@ -559,6 +562,43 @@ def _insert_postgres(
             holders[r.idempotency_key], False)
         for r in rows
     ]  # fmt: skip
+
+
+def _plain(new: NewMessage) -> bool:
+    """No option set: the message takes every default (most batches)."""
+    return (
+        new.priority == 0 and type(new.priority) is int and new.delay_seconds is None
+        and new.deliver_after is None and new.expires_in_seconds is None
+        and new.expires_at is None and new.max_attempts is None and new.idempotency_key is None
+    )  # fmt: skip
+
+
+def _insert_plain_postgres(
+    collection: Collection,
+    ids: list[uuid.UUID],
+    payloads: str,
+    *,
+    now: datetime,
+    enqueued_by: str,
+    settings: ProductSettings,
+) -> list[EnqueueResult]:
+    """``_insert_postgres`` for a batch of plain messages whose payloads were
+    checked and serialised together: nothing else to check per row (a fifth of
+    a 500-message batch's Python went to it). Without idempotency keys every
+    row is inserted unless the collection is gone."""
+    params = {
+        "group_id": collection.group_id, "collection_id": collection.pk, "now": now,
+        "enqueued_by": enqueued_by, "channel": notify.channel("gq", collection.pk),
+        "wake": settings.listen_notify_enabled, "ids": "{" + ",".join([i.hex for i in ids]) + "}",
+        "payloads": payloads, "options": "[" + ",".join(["{}"] * len(ids)) + "]",
+        "max_attempts": collection.default_max_attempts,
+    }  # fmt: skip
+    with sql.cursor(settings) as cur:
+        cur.execute(sql.ENQUEUE_POSTGRES, params)
+        inserted = cur.rowcount
+    if inserted != len(ids):
+        raise _collection_gone(collection)
+    return [EnqueueResult(i, True) for i in ids]
 
 
 def _payload_text(row: _Row) -> str:

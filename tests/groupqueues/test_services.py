@@ -229,6 +229,11 @@ def test_enqueue__into_a_deleted_collection_is_404_and_stores_nothing(group, siz
             enqueue(stale)
         else:
             services.message_enqueue_batch(collection=stale, messages=messages, enqueued_by="t")
+    with pytest.raises(err.CollectionNotFound):  # plain messages (PostgreSQL's fast path)
+        services.message_enqueue_batch(
+            collection=stale, messages=[services.NewMessage(payload=i) for i in range(3)],
+            enqueued_by="t",
+        )  # fmt: skip
     with pytest.raises(err.CollectionNotFound):  # only keyed rows: told apart from duplicates
         services.message_enqueue_batch(
             collection=stale, messages=[services.NewMessage(payload=1, idempotency_key="k")],
