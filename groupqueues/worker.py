@@ -438,7 +438,9 @@ class Worker(Runner):
                 visibility_timeout=lane.visibility_timeout,
             )  # fmt: skip
             self.budget.give_back(wanted - len(claimed))
-            if claimed:
+            if len(claimed) == 1 and lane.batch == 1:
+                self._handle_chain(lane, claimed[0])
+            elif claimed:
                 self._handle_batch(lane, claimed)
             return bool(claimed)
         finally:
@@ -469,6 +471,42 @@ class Worker(Runner):
             with self._lock:
                 self._batches.discard(batch)
             self._release(lane, list(batch.held.values()))
+
+    def _handle_chain(self, lane: Lane, message: ClaimedMessage | None) -> None:
+        """Batch 1: handle one message at a time, acking each success together
+        with the next claim (``message_ack_and_claim``: one statement and one
+        commit per message instead of a claim and an ack). Failures, the
+        budget and a stop end the chain the usual way."""
+        while message is not None:
+            batch = Batch(lane, {message.id: message})
+            with self._lock:
+                self._batches.add(batch)
+            try:
+                if self.stopping.is_set():
+                    return  # released below, attempt not spent
+                ok, duration = self._run_handler(lane, message)
+                if not ok:
+                    batch.held.pop(message.id, None)
+                    return
+                if self.stopping.is_set() or not self.budget.take(1):
+                    self._hand_over(batch, [(lane, message, duration)])
+                    return
+                result = services.message_ack_and_claim(
+                    collection=lane.collection, id=message.id, claim_token=message.claim_token,
+                    worker_id=self.options.worker_id, n=1,
+                    visibility_timeout=lane.visibility_timeout,
+                )  # fmt: skip
+                batch.held.pop(message.id, None)
+                outcome = "acked" if result.acked else "lease_lost"
+                self.tally.add(outcome)
+                self._log(lane, message, outcome, duration)
+                if not result.messages:
+                    self.budget.give_back(1)
+                message = result.messages[0] if result.messages else None
+            finally:
+                with self._lock:
+                    self._batches.discard(batch)
+                self._release(lane, list(batch.held.values()))
 
     def _hand_over(self, batch: Batch, acks: list[tuple[Lane, ClaimedMessage, float]]) -> None:
         """Pass successes to the acker (the heartbeat no longer extends them)."""

@@ -60,6 +60,30 @@ def test_worker__drains_through_a_registered_handler(queue):
     assert all("duration_ms" in x and x["id"] for x in lines)
 
 
+def test_worker__batch_1_acks_each_with_the_next_claim(queue):
+    # --batch 1 chains message_ack_and_claim: every message handled and acked
+    # exactly once, in order, and --max-messages still counts every one.
+    enqueue_many(queue, [{"n": i} for i in range(40)])
+    done = run_command(
+        "queue_worker", "--queue", "owners/jobs", "--handler", "noop", "--batch", "1",
+        "--max-messages", "25",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "processed=25 acked=25" in done.stdout
+    assert Message.objects.count() == 15
+    assert not Message.objects.filter(state=MessageState.CLAIMED).exists()
+    done = run_command(
+        "queue_worker", "--queue", "owners/jobs", "--handler", "noop", "--batch", "1",
+        "--until-empty",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "processed=15 acked=15" in done.stdout
+    assert not Message.objects.exists()
+    lines = outcome_lines(done.stderr)
+    assert [x["outcome"] for x in lines] == ["acked"] * 15
+    assert len({x["id"] for x in lines}) == 15
+
+
 def test_worker__runs_trigger_consumers_without_queue_option(queue, group):
     trigger_services.trigger_create(
         group=group, collection_name="jobs", handler="log", concurrency=2
