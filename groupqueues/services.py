@@ -524,11 +524,7 @@ def _insert_postgres(
     """Insert rows with ``sql.ENQUEUE_POSTGRES`` (one statement, wake-up
     included); rows skipped for a taken idempotency key answer the holder's id.
     ``payloads``: the rows' payloads as one JSON array, if already serialised."""
-    params: dict[str, Any] = {
-        "group_id": collection.group_id, "collection_id": collection.pk, "now": now,
-        "enqueued_by": enqueued_by, "channel": notify.channel("gq", collection.pk),
-        "wake": settings.listen_notify_enabled,  # notify.listen_available(), on PostgreSQL
-    }  # fmt: skip
+    params = _enqueue_params(collection, now=now, enqueued_by=enqueued_by, settings=settings)
     if len(rows) == 1:
         (r,) = rows
         params.update(id=r.id, payload=_payload_text(r), priority=r.priority,
@@ -547,12 +543,10 @@ def _insert_postgres(
         if cur.rowcount == len(rows):  # all inserted: no need to read the ids back
             return [EnqueueResult(r.id, True) for r in rows]
         inserted = {row[0] for row in cur.fetchall()}
-    if not inserted and any(r.idempotency_key is None for r in rows):
-        raise _collection_gone(collection)  # the statement found no collection row
     holders = _key_holders(collection, [r for r in rows if r.id not in inserted])
     lost = [r for r in rows if r.id not in inserted and r.idempotency_key not in holders]
     if lost and not Collection.objects.filter(pk=collection.pk).exists():
-        raise _collection_gone(collection)
+        raise _collection_gone(collection)  # the statement found no collection row
     if lost and retries:  # the holder was deleted meanwhile: the key is free again
         again = _insert_postgres(collection, lost, now=now, enqueued_by=enqueued_by,
                                  settings=settings, retries=retries - 1)  # fmt: skip
@@ -562,6 +556,17 @@ def _insert_postgres(
             holders[r.idempotency_key], False)
         for r in rows
     ]  # fmt: skip
+
+
+def _enqueue_params(
+    collection: Collection, *, now: datetime, enqueued_by: str, settings: ProductSettings
+) -> dict[str, Any]:
+    """The parameters every form of the PostgreSQL enqueue statement takes."""
+    return {
+        "group_id": collection.group_id, "collection_id": collection.pk, "now": now,
+        "enqueued_by": enqueued_by, "channel": notify.channel("gq", collection.pk),
+        "wake": settings.listen_notify_enabled,  # notify.listen_available(), on PostgreSQL
+    }  # fmt: skip
 
 
 def _plain(new: NewMessage) -> bool:
@@ -586,13 +591,10 @@ def _insert_plain_postgres(
     checked and serialised together: nothing else to check per row (a fifth of
     a 500-message batch's Python went to it). Without idempotency keys every
     row is inserted unless the collection is gone."""
-    params = {
-        "group_id": collection.group_id, "collection_id": collection.pk, "now": now,
-        "enqueued_by": enqueued_by, "channel": notify.channel("gq", collection.pk),
-        "wake": settings.listen_notify_enabled, "ids": "{" + ",".join([i.hex for i in ids]) + "}",
-        "payloads": payloads, "options": "[" + ",".join(["{}"] * len(ids)) + "]",
-        "max_attempts": collection.default_max_attempts,
-    }  # fmt: skip
+    params = _enqueue_params(collection, now=now, enqueued_by=enqueued_by, settings=settings)
+    params.update(ids="{" + ",".join([i.hex for i in ids]) + "}", payloads=payloads,
+                  options="[" + ",".join(["{}"] * len(ids)) + "]",
+                  max_attempts=collection.default_max_attempts)  # fmt: skip
     with sql.cursor(settings) as cur:
         cur.execute(sql.ENQUEUE_POSTGRES, params)
         inserted = cur.rowcount
@@ -756,7 +758,7 @@ def message_ack_and_claim(
     now = clock.now()
     params = {"collection_id": collection.pk, "now": now, "n": min(n, MAX_CLAIM),
               "worker_id": worker_id, "lease_expires_at": now + timedelta(seconds=timeout),
-              "async_commit": False, "ack_id": ack_id, "ack_token": ack_token}  # fmt: skip
+              "async_commit": False, "id": ack_id, "token": ack_token}  # fmt: skip
     with sql.cursor() as cur:
         cur.execute(sql.ACK_AND_CLAIM_POSTGRES, params)
         rows = cur.fetchall()

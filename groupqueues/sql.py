@@ -149,20 +149,31 @@ RETURNING m.state, m.seq, m.id, m.collection_id, m.payload::text AS payload, m.p
 """
 CLAIM_POSTGRES = "WITH" + _CLAIM_CTES + _CLAIM_UPDATE
 
+# Ack one message: delete it only while claimed with that token and the lease
+# has not lapsed (one statement; autocommit). "Claimed" is said by the token
+# alone (only a claimed row has one: constraint gq_msg_token_only_while_claimed)
+# so the planner finds the row by ``id``: with ``state = 'claimed'`` it may
+# take gq_msg_lease instead (``collection_id = … AND lease_expires_at > now``),
+# which looks cheap when the statistics saw few claimed rows but holds every
+# in-flight claim of the collection, and, until vacuumed, every claim since
+# (6 ms per batch ack of 100 in the bench, growing with each batch).
+ACK_POSTGRES = """
+DELETE FROM groupqueues_message
+WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_id)s
+  AND lease_expires_at > %(now)s
+"""
+
 # Ack one message and claim the next ones in ONE statement (one round trip, one
 # commit): the consumer that takes one message at a time spends half its time
-# per message on the second commit otherwise. ``acked`` is the fenced DELETE
-# of ACK_POSTGRES; the held message is never a claim candidate (its lease
+# per message on the second commit otherwise. ``acked`` is ACK_POSTGRES, the
+# same fenced DELETE; the held message is never a claim candidate (its lease
 # runs), so the two parts cannot meet. The first column counts the ack (0:
 # lease lost); then the claimed rows as CLAIM_POSTGRES returns them, or one
 # row of NULLs when nothing was claimed. Always synchronous commit (the ack).
 ACK_AND_CLAIM_POSTGRES = (
-    """WITH acked AS (
-    DELETE FROM groupqueues_message
-    WHERE id = %(ack_id)s AND claim_token = %(ack_token)s AND collection_id = %(collection_id)s
-      AND lease_expires_at > %(now)s
-    RETURNING 1
-),"""
+    "WITH acked AS ("
+    + ACK_POSTGRES
+    + "RETURNING 1\n),"
     + _CLAIM_CTES
     + ", claimed AS ("
     + _CLAIM_UPDATE
@@ -240,21 +251,6 @@ ON CONFLICT (collection_id, idempotency_key) WHERE idempotency_key IS NOT NULL D
 RETURNING id, (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n WHERE %(wake)s)
 """
 
-# Ack one message: delete it only while claimed with that token and the lease
-# has not lapsed (one statement; autocommit). "Claimed" is said by the token
-# alone (only a claimed row has one: constraint gq_msg_token_only_while_claimed)
-# so the planner finds the row by ``id``: with ``state = 'claimed'`` it may
-# take gq_msg_lease instead (``collection_id = … AND lease_expires_at > now``),
-# which looks cheap when the statistics saw few claimed rows but holds every
-# in-flight claim of the collection, and, until vacuumed, every claim since
-# (6 ms per batch ack of 100 in the bench, growing with each batch).
-ACK_POSTGRES = """
-DELETE FROM groupqueues_message
-WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_id)s
-  AND lease_expires_at > %(now)s
-"""
-
-
 # --- SQLite (raw only where the ORM's query building dominated the time) ---
 # Django stores UUIDs there as 32 hex digits and datetimes as ISO text in UTC:
 # the caller adapts parameters with connection.ops (see services).
@@ -272,7 +268,7 @@ WHERE seq = %s AND state IN ('ready', 'claimed')
 # which landed. ``{pairs}`` is "(%s, %s), " repeated once per pair.
 ACK_BATCH_SQLITE = """
 DELETE FROM groupqueues_message
-WHERE collection_id = %s AND state = 'claimed' AND lease_expires_at > %s
+WHERE collection_id = %s AND lease_expires_at > %s
   AND (id, claim_token) IN (VALUES {pairs})
 RETURNING id
 """

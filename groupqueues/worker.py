@@ -25,6 +25,7 @@ backs off and carries on. Only ``groupqueues.services`` touches messages.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -447,30 +448,39 @@ class Worker(Runner):
             with self._lock:
                 self._busy -= 1
 
-    def _handle_batch(self, lane: Lane, claimed: list[ClaimedMessage]) -> None:
-        batch = Batch(lane, {m.id: m for m in claimed})
+    @contextlib.contextmanager
+    def _holding(self, lane: Lane, messages: list[ClaimedMessage]) -> Iterator[Batch]:
+        """Hold claimed messages for the heartbeat while a slot works on them;
+        at the end, release those still held (not started: attempt not spent)."""
+        batch = Batch(lane, {m.id: m for m in messages})
         with self._lock:
             self._batches.add(batch)
-        acks: list[tuple[Lane, ClaimedMessage, float]] = []
-        first_success = 0.0
         try:
-            for message in claimed:
-                if self.stopping.is_set():
-                    break
-                ok, duration = self._run_handler(lane, message)
-                if not ok:
-                    batch.held.pop(message.id, None)
-                    continue
-                acks.append((lane, message, duration))
-                first_success = first_success or time.monotonic()
-                if time.monotonic() - first_success > ACK_FLUSH_EVERY:  # slow handlers
-                    self._hand_over(batch, acks)
-                    acks, first_success = [], 0.0
+            yield batch
         finally:
-            self._hand_over(batch, acks)
             with self._lock:
                 self._batches.discard(batch)
             self._release(lane, list(batch.held.values()))
+
+    def _handle_batch(self, lane: Lane, claimed: list[ClaimedMessage]) -> None:
+        acks: list[tuple[Lane, ClaimedMessage, float]] = []
+        first_success = 0.0
+        with self._holding(lane, claimed) as batch:
+            try:
+                for message in claimed:
+                    if self.stopping.is_set():
+                        break
+                    ok, duration = self._run_handler(lane, message)
+                    if not ok:
+                        batch.held.pop(message.id, None)
+                        continue
+                    acks.append((lane, message, duration))
+                    first_success = first_success or time.monotonic()
+                    if time.monotonic() - first_success > ACK_FLUSH_EVERY:  # slow handlers
+                        self._hand_over(batch, acks)
+                        acks, first_success = [], 0.0
+            finally:
+                self._hand_over(batch, acks)
 
     def _handle_chain(self, lane: Lane, message: ClaimedMessage | None) -> None:
         """Batch 1: handle one message at a time, acking each success together
@@ -478,12 +488,9 @@ class Worker(Runner):
         commit per message instead of a claim and an ack). Failures, the
         budget and a stop end the chain the usual way."""
         while message is not None:
-            batch = Batch(lane, {message.id: message})
-            with self._lock:
-                self._batches.add(batch)
-            try:
+            with self._holding(lane, [message]) as batch:
                 if self.stopping.is_set():
-                    return  # released below, attempt not spent
+                    return  # released on the way out
                 ok, duration = self._run_handler(lane, message)
                 if not ok:
                     batch.held.pop(message.id, None)
@@ -503,10 +510,6 @@ class Worker(Runner):
                 if not result.messages:
                     self.budget.give_back(1)
                 message = result.messages[0] if result.messages else None
-            finally:
-                with self._lock:
-                    self._batches.discard(batch)
-                self._release(lane, list(batch.held.values()))
 
     def _hand_over(self, batch: Batch, acks: list[tuple[Lane, ClaimedMessage, float]]) -> None:
         """Pass successes to the acker (the heartbeat no longer extends them)."""
