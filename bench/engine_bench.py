@@ -5,8 +5,9 @@
 
 Measures, through the services (the code path the API and workers use):
 enqueue one by one and in batches of 500; claim+ack at batch sizes 1 and 100
-with 1 and 4 processes; batch 1 with each ack carrying the next claim
-(``message_ack_and_claim``); the same with 1,000,000 dead rows in the table.
+with 1 and 4 processes; batch 1 and 100 with each ack carrying the next claim
+(``message_ack_and_claim``, ``message_ack_batch_and_claim``); the same with
+1,000,000 dead rows in the table.
 Prints messages/second. Each scenario runs in its own fresh collection.
 """
 
@@ -106,30 +107,37 @@ def drain(collection_id: int, batch: int, limit: int | None = None) -> int:
     return done
 
 
-def drain_combined(collection_id: int) -> int:
-    """Batch 1 the way a one-at-a-time consumer does it with
-    ``message_ack_and_claim``: each ack carries the next claim."""
+def drain_combined(collection_id: int, batch: int) -> int:
+    """The way a consumer that acks each batch before the next should work:
+    each ack carries the next claim (``message_ack_and_claim`` at batch 1,
+    ``message_ack_batch_and_claim`` above)."""
     from groupqueues import services
     from groupqueues.models import Collection
 
     queue = Collection.objects.get(pk=collection_id)
     worker = f"bench-{os.getpid()}"
-    batch = services.message_claim(collection=queue, worker_id=worker, n=1)
+    held = services.message_claim(collection=queue, worker_id=worker, n=batch)
     done = 0
-    while batch:
-        (m,) = batch
-        batch = services.message_ack_and_claim(
-            collection=queue, id=m.id, claim_token=m.claim_token, worker_id=worker
-        ).messages
-        done += 1
+    while held:
+        done += len(held)
+        if batch == 1:
+            (m,) = held
+            held = services.message_ack_and_claim(
+                collection=queue, id=m.id, claim_token=m.claim_token, worker_id=worker
+            ).messages
+        else:
+            held = services.message_ack_batch_and_claim(
+                collection=queue, acks=[(m.id, m.claim_token) for m in held],
+                worker_id=worker, n=batch,
+            ).messages  # fmt: skip
     return done
 
 
-def bench_ack_and_claim(count: int) -> tuple[int, float]:
-    queue = new_queue("combined")
+def bench_ack_and_claim(count: int, batch: int = 1) -> tuple[int, float]:
+    queue = new_queue(f"combined{batch}")
     fill(queue, count)
     start = time.perf_counter()
-    done = drain_combined(queue.pk)
+    done = drain_combined(queue.pk, batch)
     return done, time.perf_counter() - start
 
 
@@ -339,8 +347,7 @@ def main() -> None:
                 f"claim+ack batch {batch:>3}, {processes} process(es)",
                 bench_claim_ack, n(base), batch, processes, database_url,
             )  # fmt: skip
-        if batch == 1:
-            run("ack+claim next, batch 1, 1 process", bench_ack_and_claim, n(base))
+        run(f"ack+claim next, batch {batch:>3}, 1 process", bench_ack_and_claim, n(base), batch)
     if args.dead:
         start = time.perf_counter()
         add_dead_rows(args.dead)
@@ -350,7 +357,8 @@ def main() -> None:
                 f"claim+ack batch {batch:>3}, 1 process, dead rows",
                 bench_claim_ack, n(base), batch, 1, database_url,
             )  # fmt: skip
-        run("ack+claim next, batch 1, dead rows", bench_ack_and_claim, n(5_000))
+        for batch, base in ((1, 5_000), (100, 100_000)):
+            run(f"ack+claim next, batch {batch:>3}, dead rows", bench_ack_and_claim, n(base), batch)
 
 
 if __name__ == "__main__":

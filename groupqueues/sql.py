@@ -163,26 +163,6 @@ WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_i
   AND lease_expires_at > %(now)s
 """
 
-# Ack one message and claim the next ones in ONE statement (one round trip, one
-# commit): the consumer that takes one message at a time spends half its time
-# per message on the second commit otherwise. ``acked`` is ACK_POSTGRES, the
-# same fenced DELETE; the held message is never a claim candidate (its lease
-# runs), so the two parts cannot meet. The first column counts the ack (0:
-# lease lost); then the claimed rows as CLAIM_POSTGRES returns them, or one
-# row of NULLs when nothing was claimed. Always synchronous commit (the ack).
-ACK_AND_CLAIM_POSTGRES = (
-    "WITH acked AS ("
-    + ACK_POSTGRES
-    + "RETURNING 1\n),"
-    + _CLAIM_CTES
-    + ", claimed AS ("
-    + _CLAIM_UPDATE
-    + """)
-SELECT (SELECT count(*) FROM acked) AS acked, claimed.*
-FROM (SELECT) AS one LEFT JOIN claimed ON true
-"""
-)
-
 # Ack a batch: delete those of the (id, token) pairs still held (claimed with
 # that token, lease not lapsed; found by id as in ACK_POSTGRES) in one
 # statement; RETURNING says which landed.
@@ -194,6 +174,30 @@ WHERE m.id = a.id AND m.claim_token = a.token AND m.collection_id = %(collection
   AND m.lease_expires_at > %(now)s
 RETURNING m.id
 """
+
+
+# Ack held messages and claim the next ones in ONE statement (one round trip,
+# one commit): a consumer otherwise spends a second round trip and a second
+# commit per batch (per message at batch 1) on the ack. ``acked`` is the fenced
+# DELETE of ACK_POSTGRES (one pair: cheaper to bind than arrays) or
+# ACK_BATCH_POSTGRES; a held message is never a claim candidate (its lease
+# runs; once it has lapsed the DELETE leaves it alone), so the two parts cannot
+# meet. Rows: the claimed ones as CLAIM_POSTGRES returns them; one ``acked``
+# row whose ``seq`` column counts the acks that landed; and, only when that is
+# fewer than the ``pairs`` given, one ``landed`` row per landed id (``id``
+# column). Always synchronous commit (the acks).
+def _acking(ack: str) -> str:
+    return (
+        f"WITH acked AS ({ack}),{_CLAIM_CTES}, claimed AS ({_CLAIM_UPDATE})\n"
+        "SELECT * FROM claimed\n"
+        f"UNION ALL SELECT 'acked', count(*){', NULL' * 14} FROM acked\n"
+        f"UNION ALL SELECT 'landed', NULL, id{', NULL' * 13} FROM acked\n"
+        "  WHERE (SELECT count(*) FROM acked) < %(pairs)s\n"
+    )
+
+
+ACK_AND_CLAIM_POSTGRES = _acking(ACK_POSTGRES + "RETURNING id\n")
+ACK_BATCH_AND_CLAIM_POSTGRES = _acking(ACK_BATCH_POSTGRES)
 
 # Enqueue 1..500 messages in ONE statement (autocommit is enough). The rows
 # arrive as three parallel arrays zipped by ROWS FROM: ``ids`` (a uuid[]

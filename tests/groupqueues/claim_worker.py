@@ -48,18 +48,18 @@ def main() -> None:
             continue
         empty = 0
         way = rng.random()
-        if way < 1 / 3:
+        if way < 1 / 4:
             for m in batch:
                 services.message_ack(collection=queue, id=m.id, claim_token=m.claim_token)
                 out.append(f"{m.id} 1")
             batch = None
-        elif way < 2 / 3:
+        elif way < 2 / 4:
             result = services.message_ack_batch(
                 collection=queue, acks=[(m.id, m.claim_token) for m in batch]
             )
             out += [f"{r.id} {int(r.acked)}" for r in result.results]
             batch = None
-        else:  # ack the last one and claim the next batch in the same statement
+        elif way < 3 / 4:  # ack the last one and claim the next batch in the same statement
             for m in batch[:-1]:
                 services.message_ack(collection=queue, id=m.id, claim_token=m.claim_token)
                 out.append(f"{m.id} 1")
@@ -70,6 +70,13 @@ def main() -> None:
             )  # fmt: skip
             out.append(f"{last.id} {int(both.acked)}")
             batch = both.messages
+        else:  # ack the whole batch and claim the next in the same statement
+            together = services.message_ack_batch_and_claim(
+                collection=queue, acks=[(m.id, m.claim_token) for m in batch], worker_id=worker,
+                n=rng.randint(1, 10),
+            )  # fmt: skip
+            out += [f"{r.id} {int(r.acked)}" for r in together.acks.results]
+            batch = together.messages
     sys.stdout.write("\n".join(out) + ("\n" if out else ""))
 
 

@@ -58,6 +58,19 @@ def test_ack_and_claim__query_count_is_pinned(queue, django_assert_num_queries):
     assert result.acked and len(result.messages) == 1
 
 
+def test_ack_batch_and_claim__query_count_is_pinned(queue, django_assert_num_queries):
+    for _ in range(4):
+        enqueue(queue)
+    held = claim(queue, 2)
+    # PostgreSQL: the acks and the claim in one statement. SQLite: the batch
+    # ack's DELETE, then the claim as above.
+    with django_assert_num_queries(expect(1, 1 + 2 + 5)):
+        result = services.message_ack_batch_and_claim(
+            collection=queue, acks=[(m.id, m.claim_token) for m in held], worker_id=WORKER, n=2
+        )
+    assert result.acks.acked == 2 and len(result.messages) == 2
+
+
 def test_enqueue__query_count_is_pinned(queue, django_assert_num_queries):
     # PostgreSQL: one INSERT with the collection lock and the wake-up folded
     # in, in autocommit. SQLite: the collection row is read (it must still
@@ -221,8 +234,9 @@ def test_holder_actions__find_the_message_by_id_not_through_the_lease_index(big_
     for name, plan in plans.items():
         assert "groupqueues_message_id_key" in plan, (name, plan)
         assert "gq_msg_lease" not in plan, (name, plan)
-    types = ["uuid", "uuid", "bigint", "timestamptz", "boolean", "int", "text", "timestamptz"]
-    combined = _generic_plan(sql.ACK_AND_CLAIM_POSTGRES, types)
+    types = ["text", "text", "bigint", "timestamptz", "boolean", "int", "text", "timestamptz",
+             "int"]  # fmt: skip
+    combined = _generic_plan(sql.ACK_BATCH_AND_CLAIM_POSTGRES, types)
     assert "Index Scan using groupqueues_message_id_key" in combined, combined
 
 

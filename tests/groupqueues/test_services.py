@@ -630,6 +630,88 @@ def test_ack_and_claim__bad_arguments_change_nothing(queue):
     assert state_of(held.id) == ("claimed", None)
 
 
+def _ack_batch_and_claim(queue, held, **opts):
+    return services.message_ack_batch_and_claim(
+        collection=queue, acks=[(m.id, m.claim_token) for m in held], worker_id=WORKER, **opts
+    )
+
+
+def test_ack_batch_and_claim__acks_the_batch_and_claims_the_next_in_order(queue, frozen):
+    ids = [enqueue(queue, i) for i in range(5)]
+    urgent = enqueue(queue, "urgent", priority=5)
+    held = claim(queue, 2)
+    assert [m.id for m in held] == [urgent, ids[0]]
+    result = _ack_batch_and_claim(queue, held, n=2, visibility_timeout=60)
+    assert result.acks.acked == 2
+    assert [(r.id, r.acked, r.reason) for r in result.acks.results] == [
+        (urgent, True, None), (ids[0], True, None)
+    ]  # fmt: skip
+    assert state_of(urgent) is None and state_of(ids[0]) is None  # deleted
+    assert [m.id for m in result.messages] == ids[1:3]
+    first = result.messages[0]
+    assert (first.payload, first.attempt, first.claimed_by) == (1, 1, WORKER)
+    assert first.lease_expires_at == clock.now() + timedelta(seconds=60)
+    result = _ack_batch_and_claim(queue, result.messages, n=10)
+    assert result.acks.acked == 2 and [m.id for m in result.messages] == ids[3:]
+    result = _ack_batch_and_claim(queue, result.messages, n=10)
+    assert result.acks.acked == 2 and result.messages == []  # empty: the acks still land
+    assert services.collection_depth(collection=queue) == 0
+
+
+def test_ack_batch_and_claim__lost_leases_are_reported_per_entry(queue, frozen):
+    lapsed = enqueue(queue, "lapsed")
+    (stale,) = claim(queue, 1, visibility_timeout=5)
+    kept = enqueue(queue, "kept")
+    (good,) = claim(queue, 1, visibility_timeout=60)
+    waiting = enqueue(queue, "waiting")
+    clock.advance(5)  # the first lease lapsed: its ack must not land, it is claimable again
+    result = _ack_batch_and_claim(queue, [stale, good, good], n=5)
+    assert result.acks.acked == 1
+    # acked counts rows deleted; each entry says whether its message was acked
+    # (as message_ack_batch: a repeated pair shares its message's answer)
+    assert [(r.id, r.acked, r.reason) for r in result.acks.results] == [
+        (lapsed, False, "lease_lost"), (kept, True, None), (kept, True, None)
+    ]  # fmt: skip
+    assert [m.id for m in result.messages] == [lapsed, waiting]
+    assert result.messages[0].attempt == 2
+    assert result.messages[0].claim_token != stale.claim_token
+    assert state_of(kept) is None and state_of(lapsed) == ("claimed", None)
+
+
+def test_ack_batch_and_claim__no_acks_n_zero_paused_and_dead_candidates(queue, frozen):
+    for i in range(5):
+        enqueue(queue, i)
+    result = _ack_batch_and_claim(queue, [], n=2)  # nothing to ack: a plain claim
+    assert result.acks.acked == 0 and [m.payload for m in result.messages] == [0, 1]
+    result = _ack_batch_and_claim(queue, result.messages, n=0)  # acks only
+    assert result.acks.acked == 2 and result.messages == []
+    held = claim(queue, 2)
+    services.collection_update(collection=queue, paused=True)
+    result = _ack_batch_and_claim(queue, held, n=5)
+    assert result.acks.acked == 2 and result.messages == []  # paused: acks only
+    services.collection_update(collection=queue, paused=False)
+    doomed = enqueue(queue, "doomed", expires_in_seconds=1, priority=9)
+    clock.advance(1)
+    result = _ack_batch_and_claim(queue, [], n=1)  # the expired candidate dies
+    assert [m.payload for m in result.messages] == [4]
+    assert state_of(doomed) == ("dead", "expired")
+
+
+def test_ack_batch_and_claim__bad_arguments_change_nothing(queue):
+    enqueue(queue)
+    enqueue(queue)
+    (held,) = claim(queue, 1)
+    good = [(held.id, held.claim_token)]
+    for bad in ({"n": "x"}, {"worker_id": ""}, {"visibility_timeout": 0},
+                {"acks": [("nope", held.claim_token)]}, {"acks": [(held.id, "nope")]},
+                {"acks": good * 501}):  # fmt: skip
+        args = {"collection": queue, "acks": good, "worker_id": WORKER, **bad}
+        with pytest.raises(err.InvalidQueueInput):
+            services.message_ack_batch_and_claim(**args)
+    assert state_of(held.id) == ("claimed", None)
+    assert services.collection_depth_pending(collection=queue) == 1
+
+
 # ----------------------------------------------------------------------- nack
 
 
