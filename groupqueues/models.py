@@ -11,6 +11,7 @@ set (the enqueue time when there is no delay), so the claim order is
 from __future__ import annotations
 
 import os
+import struct
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -131,11 +132,21 @@ def new_message_ids(n: int) -> list[uuid.UUID]:
     from one read of the OS random source for the whole batch. The ids are
     public and not secrets (the claim token fences a message's holder)."""
     head = (time.time_ns() // 1_000_000) << 80 | _UUID7_VERSION | _UUID7_VARIANT
-    data = os.urandom(8 * n)
-    return [
-        uuid.UUID(int=head | (i & 0xFFF) << 64 | int.from_bytes(data[8 * i : 8 * i + 8]) & _RAND_B)
-        for i in range(n)
-    ]
+    randoms = struct.unpack(f">{n}Q", os.urandom(8 * n))
+    return [_uuid(head | (i & 0xFFF) << 64 | r & _RAND_B) for i, r in enumerate(randoms)]
+
+
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def _uuid(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` for a value known to be a 128-bit int, without
+    its argument checks: 0.5 instead of 2 µs, and a batch enqueue makes 500.
+    Sets the two slots ``UUID.__init__`` sets (pinned against it by a test)."""
+    u = object.__new__(uuid.UUID)
+    object.__setattr__(u, "int", value)
+    object.__setattr__(u, "is_safe", _SAFE_UNKNOWN)
+    return u
 
 
 def new_message_id() -> uuid.UUID:
