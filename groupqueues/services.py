@@ -604,11 +604,10 @@ def _insert_plain_postgres(
     row is inserted unless the collection is gone."""
     params = _enqueue_params(collection, now=now, enqueued_by=enqueued_by, settings=settings)
     params.update(ids=_uuid_array(ids), payloads=payloads,
-                  options="[" + ",".join(["{}"] * len(ids)) + "]",
                   max_attempts=collection.default_max_attempts)  # fmt: skip
     with sql.cursor(settings) as cur:
-        cur.execute(sql.ENQUEUE_POSTGRES, params)
-        inserted = cur.rowcount
+        cur.execute(sql.ENQUEUE_PLAIN_POSTGRES, params)
+        ((inserted, _),) = cur.fetchall()
     if inserted != len(ids):
         raise _collection_gone(collection)
     return [EnqueueResult(i, True) for i in ids]

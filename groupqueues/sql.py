@@ -238,6 +238,30 @@ SELECT ins.id, (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n WHERE %(w
 FROM ins
 """
 
+# Enqueue a batch of plain messages (no option set, so no idempotency key):
+# ENQUEUE_POSTGRES without the options array and without ON CONFLICT, whose
+# speculative insertion costs every row an extra WAL record; it answers one
+# row, the count inserted (0: the collection is gone), instead of every id.
+# Server time for 500 rows: 3.0 instead of 3.5 ms (EXPLAIN ANALYZE, interleaved).
+ENQUEUE_PLAIN_POSTGRES = """
+WITH queue AS (
+    SELECT id FROM groupqueues_collection WHERE id = %(collection_id)s FOR KEY SHARE
+), ins AS (
+    INSERT INTO groupqueues_message (id, group_id, collection_id, payload, priority,
+        enqueued_at, deliver_after, expires_at, state, claimed_by, attempt, max_attempts,
+        enqueued_by, idempotency_key)
+    SELECT e.id, %(group_id)s, queue.id, e.payload, 0, %(now)s, %(now)s, NULL, 'ready', '', 0,
+        %(max_attempts)s, %(enqueued_by)s, NULL
+    FROM queue, ROWS FROM (unnest(%(ids)s::uuid[]), jsonb_array_elements(%(payloads)s::jsonb))
+         WITH ORDINALITY AS e(id, payload, ord)
+    ORDER BY e.ord
+    RETURNING 1
+)
+SELECT count(*), (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n
+                  WHERE %(wake)s AND EXISTS (SELECT 1 FROM ins))
+FROM ins
+"""
+
 # Enqueue one message: the single-row form of ENQUEUE_POSTGRES (cheaper to plan
 # and run than unnest); same collection lock, idempotency and wake-up rules.
 ENQUEUE_ONE_POSTGRES = """
