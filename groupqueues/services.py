@@ -546,7 +546,7 @@ def _insert_postgres(
         default = collection.default_max_attempts
         if payloads is None:
             payloads = "[" + ",".join([_payload_text(r) for r in rows]) + "]"
-        params.update(ids="{" + ",".join([r.id.hex for r in rows]) + "}", payloads=payloads,
+        params.update(ids=_uuid_array([r.id for r in rows]), payloads=payloads,
                       options=_options_json(rows, now, default), max_attempts=default)  # fmt: skip
         query = sql.ENQUEUE_POSTGRES
     with sql.cursor(settings) as cur:

@@ -9,9 +9,12 @@ Threads and what they do:
 - ``concurrency`` slot threads per lane (a lane is one consumer: a collection
   and a handler). A slot claims up to ``batch`` messages in one statement,
   runs the handler on each in turn, nacks (backoff) or fails each failure at
-  once and hands the successes to the acker thread, which acks whatever has
-  queued up in one ``message_ack_batch`` per collection; when
-  stopping it releases the messages it has not started (attempt not spent).
+  once, and acks the successes together with its next claim (one statement,
+  ``message_ack_batch_and_claim``). Successes it cannot ack that way (slow
+  handlers, a stop, the end of ``--max-messages``, a lost connection) go to
+  the acker thread, which acks whatever has queued up in one
+  ``message_ack_batch`` per collection. When stopping a slot releases the
+  messages it has not started (attempt not spent).
   Idle slots sleep on the collection's LISTEN/NOTIFY channel (or poll);
 - one heartbeat thread extends the leases of claimed messages every third of
   their visibility timeout while they wait or run;
@@ -43,7 +46,7 @@ from groupqueues import services
 from groupqueues.exceptions import CollectionNotFound, LeaseLost
 from groupqueues.handlers import Delivery, Handler, PermanentFailure, handlers
 from groupqueues.models import Collection, Consumer
-from groupqueues.services import ClaimedMessage
+from groupqueues.services import AckBatchResult, ClaimedMessage
 from groupqueues.trigger_services import trigger_collection
 from queueproject import notify
 from queueproject.conf import product_settings
@@ -184,23 +187,35 @@ class Batch:
     extended_at: float = field(default_factory=time.monotonic)
 
 
+@dataclass(frozen=True)
+class Settled:
+    """Acks a slot already made (with its next claim), for the acker to count
+    and log off the slot's critical path."""
+
+    lane: Lane
+    acks: list[tuple[ClaimedMessage, float]]  # (message, handler duration in ms)
+    result: AckBatchResult
+
+
 class Acker:
-    """Acks successes in batches on its own thread, so a slot claims its next
-    batch while the previous one is being acked: whatever has queued up since
-    the last round (up to 500 per collection) goes in one ``message_ack_batch``.
-    Until acked, a message stays claimed; a crash leaves it to its lease."""
+    """Acks on its own thread what slots hand over (slow handlers, a stop, the
+    end of the budget, a lost connection): whatever has queued up since the
+    last round (up to 500 per collection) goes in one ``message_ack_batch``.
+    Until acked, a message stays claimed; a crash leaves it to its lease. It
+    also counts and logs the acks the slots made themselves (``Settled``), so
+    a slot's next batch does not wait for a hundred log lines."""
 
     ROUND = 500
     IDLE = 0.05  # seconds
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        self.pending: queue.SimpleQueue[list[tuple[Lane, ClaimedMessage, float]] | None] = (
-            queue.SimpleQueue()
-        )
+        self.pending: queue.SimpleQueue[
+            list[tuple[Lane, ClaimedMessage, float]] | Settled | None
+        ] = queue.SimpleQueue()
         self.done = threading.Event()
 
-    def put(self, acks: list[tuple[Lane, ClaimedMessage, float]]) -> None:
+    def put(self, acks: list[tuple[Lane, ClaimedMessage, float]] | Settled) -> None:
         self.pending.put(acks)
 
     def finish(self, timeout: float) -> None:
@@ -220,8 +235,8 @@ class Acker:
             self.done.set()
 
     def _collect(self, backlog: list[tuple[Lane, ClaimedMessage, float]]) -> bool:
-        """Move queued acks into ``backlog`` (waiting a moment when there are
-        none); True once the closing sentinel was seen."""
+        """Move queued acks into ``backlog`` and record settled ones (waiting a
+        moment when there are none); True once the closing sentinel was seen."""
         try:
             items = [self.pending.get(timeout=self.IDLE)] if not backlog else []
         except queue.Empty:
@@ -232,7 +247,9 @@ class Acker:
             except queue.Empty:
                 break
         for item in items:
-            if item is not None:
+            if isinstance(item, Settled):
+                self.worker.record_acks(item.lane, item.acks, item.result)
+            elif item is not None:
                 backlog.extend(item)
         return None in items
 
@@ -263,14 +280,7 @@ class Acker:
         result = services.message_ack_batch(
             collection=lane.collection, acks=[(m.id, m.claim_token) for m, _ in acks]
         )
-        tally = self.worker.tally
-        tally.add("acked", result.acked)
-        tally.add("lease_lost", len(acks) - result.acked)
-        if logger.isEnabledFor(logging.INFO):
-            landed = {r.id for r in result.results if r.acked}
-            for message, duration in acks:
-                outcome = "acked" if message.id in landed else "lease_lost"
-                self.worker._log(lane, message, outcome, duration)
+        self.worker.record_acks(lane, acks, result)
 
 
 # --------------------------------------------------------------------- worker
@@ -439,10 +449,7 @@ class Worker(Runner):
                 visibility_timeout=lane.visibility_timeout,
             )  # fmt: skip
             self.budget.give_back(wanted - len(claimed))
-            if len(claimed) == 1 and lane.batch == 1:
-                self._handle_chain(lane, claimed[0])
-            elif claimed:
-                self._handle_batch(lane, claimed)
+            self._handle_chain(lane, claimed)
             return bool(claimed)
         finally:
             with self._lock:
@@ -462,54 +469,75 @@ class Worker(Runner):
                 self._batches.discard(batch)
             self._release(lane, list(batch.held.values()))
 
-    def _handle_batch(self, lane: Lane, claimed: list[ClaimedMessage]) -> None:
+    def _handle_chain(self, lane: Lane, claimed: list[ClaimedMessage]) -> None:
+        """Handle a batch, then ack its successes together with the next claim
+        (``message_ack_batch_and_claim``: one statement and one commit per
+        batch instead of a claim and an ack), and so on while claims come
+        back. A batch without successes, the budget and a stop end the chain
+        (the successes go to the acker then)."""
+        while claimed:
+            with self._holding(lane, claimed) as batch:
+                acks = self._handle_batch(lane, claimed, batch)
+                if not acks:
+                    return
+                wanted = 0 if self.stopping.is_set() else self.budget.take(lane.batch)
+                if not wanted:
+                    self._hand_over(batch, acks)
+                    return
+                pairs = [(m.id, m.claim_token) for _, m, _ in acks]
+                try:
+                    result = services.message_ack_batch_and_claim(
+                        collection=lane.collection, acks=pairs, worker_id=self.options.worker_id,
+                        n=wanted, visibility_timeout=lane.visibility_timeout,
+                    )  # fmt: skip
+                except DatabaseError:
+                    self.budget.give_back(wanted)
+                    self._hand_over(batch, acks)  # the acker retries them
+                    raise
+                for _, message, _ in acks:
+                    batch.held.pop(message.id, None)
+                self.acker.put(Settled(lane, [(m, d) for _, m, d in acks], result.acks))
+                self.budget.give_back(wanted - len(result.messages))
+                claimed = result.messages
+
+    def _handle_batch(
+        self, lane: Lane, claimed: list[ClaimedMessage], batch: Batch
+    ) -> list[tuple[Lane, ClaimedMessage, float]]:
+        """Run the handler on each claimed message in turn (failures are nacked
+        or failed at once); the successes, to be acked. With slow handlers the
+        successes go to the acker every ACK_FLUSH_EVERY instead of waiting for
+        the end of the batch, and whatever an error interrupts goes there too."""
         acks: list[tuple[Lane, ClaimedMessage, float]] = []
         first_success = 0.0
-        with self._holding(lane, claimed) as batch:
-            try:
-                for message in claimed:
-                    if self.stopping.is_set():
-                        break
-                    ok, duration = self._run_handler(lane, message)
-                    if not ok:
-                        batch.held.pop(message.id, None)
-                        continue
-                    acks.append((lane, message, duration))
-                    first_success = first_success or time.monotonic()
-                    if time.monotonic() - first_success > ACK_FLUSH_EVERY:  # slow handlers
-                        self._hand_over(batch, acks)
-                        acks, first_success = [], 0.0
-            finally:
-                self._hand_over(batch, acks)
-
-    def _handle_chain(self, lane: Lane, message: ClaimedMessage | None) -> None:
-        """Batch 1: handle one message at a time, acking each success together
-        with the next claim (``message_ack_and_claim``: one statement and one
-        commit per message instead of a claim and an ack). Failures, the
-        budget and a stop end the chain the usual way."""
-        while message is not None:
-            with self._holding(lane, [message]) as batch:
+        try:
+            for message in claimed:
                 if self.stopping.is_set():
-                    return  # released on the way out
+                    break
                 ok, duration = self._run_handler(lane, message)
                 if not ok:
                     batch.held.pop(message.id, None)
-                    return
-                if self.stopping.is_set() or not self.budget.take(1):
-                    self._hand_over(batch, [(lane, message, duration)])
-                    return
-                result = services.message_ack_and_claim(
-                    collection=lane.collection, id=message.id, claim_token=message.claim_token,
-                    worker_id=self.options.worker_id, n=1,
-                    visibility_timeout=lane.visibility_timeout,
-                )  # fmt: skip
-                batch.held.pop(message.id, None)
-                outcome = "acked" if result.acked else "lease_lost"
-                self.tally.add(outcome)
+                    continue
+                acks.append((lane, message, duration))
+                first_success = first_success or time.monotonic()
+                if time.monotonic() - first_success > ACK_FLUSH_EVERY:  # slow handlers
+                    self._hand_over(batch, acks)
+                    acks, first_success = [], 0.0
+        except BaseException:
+            self._hand_over(batch, acks)
+            raise
+        return acks
+
+    def record_acks(
+        self, lane: Lane, acks: list[tuple[ClaimedMessage, float]], result: AckBatchResult
+    ) -> None:
+        """Count and log the outcome of acking ``acks`` (message, duration)."""
+        self.tally.add("acked", result.acked)
+        self.tally.add("lease_lost", len(acks) - result.acked)
+        if logger.isEnabledFor(logging.INFO):
+            landed = {r.id for r in result.results if r.acked}
+            for message, duration in acks:
+                outcome = "acked" if message.id in landed else "lease_lost"
                 self._log(lane, message, outcome, duration)
-                if not result.messages:
-                    self.budget.give_back(1)
-                message = result.messages[0] if result.messages else None
 
     def _hand_over(self, batch: Batch, acks: list[tuple[Lane, ClaimedMessage, float]]) -> None:
         """Pass successes to the acker (the heartbeat no longer extends them)."""
@@ -582,12 +610,16 @@ class Worker(Runner):
         only free text (worker id, error) needs escaping."""
         if logger.isEnabledFor(logging.INFO):
             tail = f', "error": {json.dumps(error)}}}' if error is not None else "}"
-            logger.info(
+            line = (
                 f'{{"event": "message", "outcome": "{outcome}", "id": "{message.id}", '
                 f'"queue": "{lane.queue}", "handler": {json.dumps(lane.handler_name)}, '
                 f'"attempt": {message.attempt}, "duration_ms": {duration:.3f}, '
                 f'"worker": {self._worker_json}{tail}'
             )
+            # logger.info(line) without its search of the stack for the
+            # caller's file and line (a third of its cost; always this line).
+            logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line,
+                                            None, None, "_log"))  # fmt: skip
 
     # --- heartbeat ------------------------------------------------------------------
     def _heartbeat(self) -> None:

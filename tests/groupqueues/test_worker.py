@@ -61,7 +61,7 @@ def test_worker__drains_through_a_registered_handler(queue):
 
 
 def test_worker__batch_1_acks_each_with_the_next_claim(queue):
-    # --batch 1 chains message_ack_and_claim: every message handled and acked
+    # --batch 1 chains the acks with the claims: every message handled and acked
     # exactly once, in order, and --max-messages still counts every one.
     enqueue_many(queue, [{"n": i} for i in range(40)])
     done = run_command(
@@ -82,6 +82,33 @@ def test_worker__batch_1_acks_each_with_the_next_claim(queue):
     lines = outcome_lines(done.stderr)
     assert [x["outcome"] for x in lines] == ["acked"] * 15
     assert len({x["id"] for x in lines}) == 15
+
+
+def test_worker__batches_ack_with_the_next_claim_around_failures(queue):
+    # Each batch's successes are acked with the next claim
+    # (message_ack_batch_and_claim); failures in the middle of a batch are
+    # settled on their own, and --max-messages still counts every message.
+    payloads = [{"n": i, "poison": "fatal" if i % 7 == 3 else False} for i in range(60)]
+    enqueue_many(queue, payloads)
+    done = run_command(
+        "queue_worker", "--queue", "owners/jobs", "--handler", "poison", "--batch", "8",
+        "--max-messages", "45",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = outcome_lines(done.stderr)
+    assert len(lines) == 45 and len({x["id"] for x in lines}) == 45
+    assert not Message.objects.filter(state=MessageState.CLAIMED).exists()
+    dead = Message.objects.filter(state=MessageState.DEAD)
+    assert sorted(m.payload["n"] for m in dead) == [3, 10, 17, 24, 31, 38]  # first 45 only
+    assert Message.objects.filter(state=MessageState.READY).count() == 15
+    assert sorted(x["outcome"] for x in lines).count("dead") == 6
+    done = run_command(
+        "queue_worker", "--queue", "owners/jobs", "--handler", "poison", "--batch", "8",
+        "--until-empty",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "processed=15 acked=12 retried=0 dead=3" in done.stdout
+    assert sorted(m.payload["n"] for m in Message.objects.all()) == list(range(3, 60, 7))
 
 
 def test_worker__runs_trigger_consumers_without_queue_option(queue, group):
