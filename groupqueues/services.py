@@ -1061,8 +1061,11 @@ def _ack_batch_portable(
     collection: Collection, pairs: list[tuple[uuid.UUID, uuid.UUID]], now: datetime
 ) -> set[uuid.UUID]:
     """SQLite: one DELETE … RETURNING of the pairs still held."""
-    query = sql.ACK_BATCH_SQLITE.format(pairs=", ".join(["(%s, %s)"] * len(pairs)))
-    params: list[Any] = [collection.pk, connection.ops.adapt_datetimefield_value(now)]
+    query = sql.ACK_BATCH_SQLITE.format(
+        ids=", ".join(["%s"] * len(pairs)), pairs=", ".join(["(%s, %s)"] * len(pairs))
+    )
+    params: list[Any] = [i.hex for i, _ in pairs]
+    params += [collection.pk, connection.ops.adapt_datetimefield_value(now)]
     for message_id, token in pairs:
         params += [message_id.hex, token.hex]
     with connection.cursor() as cur:

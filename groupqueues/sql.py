@@ -295,10 +295,13 @@ WHERE seq = %s AND state IN ('ready', 'claimed')
 """
 
 # Ack a batch: one DELETE of the (id, token) pairs still held; RETURNING says
-# which landed. ``{pairs}`` is "(%s, %s), " repeated once per pair.
+# which landed. ``{ids}`` is "%s, " once per pair and ``{pairs}`` "(%s, %s), ":
+# SQLite finds the rows through the ``id`` index only from a plain ``id IN``
+# list; with the row-value IN alone it scanned the whole table (23 ms per ack
+# of 100 beside 130,000 rows of other collections).
 ACK_BATCH_SQLITE = """
 DELETE FROM groupqueues_message
-WHERE collection_id = %s AND lease_expires_at > %s
+WHERE id IN ({ids}) AND collection_id = %s AND lease_expires_at > %s
   AND (id, claim_token) IN (VALUES {pairs})
 RETURNING id
 """

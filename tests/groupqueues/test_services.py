@@ -555,6 +555,16 @@ def test_claim__batch_decodes_every_payload_kind(queue):
     assert [m.payload for m in claim(queue, 100)] == payloads
 
 
+def test_ack_batch__the_largest_batch_in_one_call(queue):
+    services.message_enqueue_batch(collection=queue, enqueued_by=ENQUEUER, messages=[
+        services.NewMessage(payload=i) for i in range(services.MAX_ACK_BATCH)
+    ])  # fmt: skip
+    held = [m for _ in range(5) for m in claim(queue, 100)]
+    acks = [(m.id, m.claim_token) for m in held]
+    assert services.message_ack_batch(collection=queue, acks=acks).acked == len(acks) == 500
+    assert services.collection_depth(collection=queue) == 0
+
+
 def test_ack_batch__empty_and_too_many(queue):
     assert services.message_ack_batch(collection=queue, acks=[]).acked == 0
     with pytest.raises(err.InvalidQueueInput):
