@@ -751,9 +751,9 @@ def message_ack_and_claim(
     statement on PostgreSQL (as ``message_ack_batch_and_claim`` with one
     pair). The ack is ``message_ack`` except that a lost lease does not raise
     (``acked`` is False and nothing is deleted)."""
-    pair = (check.check_uuid(id, "id"), check.check_uuid(claim_token, "claim_token"))
-    landed, claimed = _ack_and_claim(collection, [pair], worker_id, n, visibility_timeout)
-    return AckAndClaimResult(landed is None or pair[0] in landed, claimed)
+    pairs = _ack_pairs([(id, claim_token)])
+    landed, claimed = _ack_and_claim(collection, pairs, worker_id, n, visibility_timeout)
+    return AckAndClaimResult(landed is None or pairs[0][0] in landed, claimed)
 
 
 def message_ack_batch_and_claim(
@@ -829,13 +829,19 @@ _CLAIM_COLUMNS = (
 )  # fmt: skip
 
 
+def _claim_order(m: ClaimedMessage) -> tuple[int, datetime, int]:
+    """Sort key of claimed messages: priority DESC, then ready time, then
+    enqueue order (the claim statements do not return rows in order)."""
+    return (-m.priority, m.deliver_after, m.seq)
+
+
 def _claimed(rows: list[dict[str, Any]]) -> list[ClaimedMessage]:
     """Rows of claimed messages as ClaimedMessage, in claim order."""
     out = []
     for row in rows:
         del row["state"]
         out.append(ClaimedMessage(**row))
-    out.sort(key=lambda m: (-m.priority, m.deliver_after, m.seq))
+    out.sort(key=_claim_order)
     return out
 
 
@@ -862,7 +868,7 @@ def _claimed_rows(rows: list[tuple[Any, ...]]) -> tuple[list[ClaimedMessage], in
         _new(ClaimedMessage, (r[2], r[3], payload, *r[5:], r[1]))
         for r, payload in zip(claimed, payloads, strict=True)
     ]
-    out.sort(key=lambda m: (-m.priority, m.deliver_after, m.seq))
+    out.sort(key=_claim_order)
     return out, len(rows) - len(claimed)
 
 
