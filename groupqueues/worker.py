@@ -322,11 +322,18 @@ class Worker(Runner):
         self.maintenance: Any = None
         self._worker_json = json.dumps(options.worker_id)
         self.acker = Acker(self)
+        self._lanes = lanes
+
+    def run(self) -> None:
+        # The threads start here, not in __init__: the command installs the
+        # signal handlers in between, so a SIGTERM that arrives once a message
+        # is claimed always finds them (it used to kill the process outright).
         self._start_thread(self.acker.run, "gq-acker")
-        self._start_lanes(lanes)
+        self._start_lanes(self._lanes)
         self._start_thread(self._heartbeat, "gq-heartbeat")
-        if options.maintenance:
+        if self.options.maintenance:
             self._start_maintenance()
+        super().run()
 
     # --- threads --------------------------------------------------------------
     def _start_thread(self, target: Any, name: str, *args: Any) -> threading.Thread:
