@@ -309,3 +309,21 @@ def test_worker__until_empty_without_consumers_exits_at_once():
     done = run_command("queue_worker", "--until-empty", timeout=20)
     assert done.returncode == 0, done.stderr
     assert "processed=0" in done.stdout
+
+
+def test_worker__starts_no_thread_before_run(queue):
+    """The command installs the signal handlers between building the Worker and
+    running it: a slot thread started in the constructor could claim a message
+    before them, and a SIGTERM in that window killed the process outright
+    (status -15, the lease left to lapse) instead of stopping it gracefully."""
+    import threading
+
+    from groupqueues.worker import Lane, Worker, WorkerOptions
+
+    lane = Lane(queue, "owners/jobs", "noop", batch=1, concurrency=2, visibility_timeout=30)
+    before = set(threading.enumerate())
+    worker = Worker([lane], WorkerOptions(maintenance=False, reload=False))
+    assert set(threading.enumerate()) == before
+    worker.request_stop()
+    worker.run()  # starts the threads, sees the stop, joins the slots
+    assert worker.summary()
