@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from queueproject.conf import ProductSettings, product_settings
 
@@ -25,15 +25,18 @@ def cursor(settings: ProductSettings | None = None) -> Any:
     statement's parameters. Callers read their results inside the ``with``."""
     if not (settings or product_settings()).queue_prepared_statements:
         return connection.cursor()
-    connection.ensure_connection()
-    raw = connection.connection
-    kept = getattr(connection, "_gq_prepared_cursor", None)
+    # One lookup of this thread's connection: each attribute read through the
+    # ``connection`` proxy looks it up again (~1.2 µs each, 5 per statement).
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    raw = db.connection
+    kept = getattr(db, "_gq_prepared_cursor", None)
     if kept is None or kept.connection is not raw:
-        with connection.wrap_database_errors:
+        with db.wrap_database_errors:
             kept = _prepared_cursor_class()(raw)
-        connection._gq_prepared_cursor = kept
+        db._gq_prepared_cursor = kept
     # The same wrapping Django's own connection.cursor() applies.
-    return connection._prepare_cursor(kept)
+    return db._prepare_cursor(kept)
 
 
 # psycopg prepares only what it is asked to, once a connection allows it at
