@@ -491,6 +491,10 @@ class Worker(Runner):
                 if not wanted:
                     self._hand_over(batch, acks)
                     return
+                # No longer held while being acked, as with _hand_over: a
+                # heartbeat extend racing the ack would report a lost lease.
+                for _, message, _ in acks:
+                    batch.held.pop(message.id, None)
                 pairs = [(m.id, m.claim_token) for _, m, _ in acks]
                 try:
                     result = services.message_ack_batch_and_claim(
@@ -499,10 +503,8 @@ class Worker(Runner):
                     )  # fmt: skip
                 except DatabaseError:
                     self.budget.give_back(wanted)
-                    self._hand_over(batch, acks)  # the acker retries them
+                    self.acker.put(acks)  # the acker retries them
                     raise
-                for _, message, _ in acks:
-                    batch.held.pop(message.id, None)
                 self.acker.put(Settled(lane, [(m, d) for _, m, d in acks], result.acks))
                 self.budget.give_back(wanted - len(result.messages))
                 claimed = result.messages
