@@ -22,6 +22,7 @@ from django.db import models
 from django.db.models import Q
 
 from principals.models import Group
+from queueproject import notify
 
 COLLECTION_NAME_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9._-]{1,64}$", "Use 1-64 letters, digits, dots, underscores and hyphens."
@@ -56,6 +57,11 @@ class DeadReason(models.TextChoices):
 
 
 LIVE_STATES = (MessageState.READY, MessageState.CLAIMED)
+
+
+def collection_channel(collection_id: object) -> str:
+    """The notify channel of a collection's consumers, by the collection's id."""
+    return notify.channel("gq", collection_id)
 
 
 class CollectionQuerySet(models.QuerySet["Collection"]):
@@ -110,6 +116,12 @@ class Collection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group.slug}/{self.name}"
+
+    @property
+    def wake_channel(self) -> str:
+        """The notify channel consumers of this collection wait on (the one
+        place its name is built)."""
+        return collection_channel(self.pk)
 
     @property
     def lease(self) -> timedelta:

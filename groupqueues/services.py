@@ -318,7 +318,7 @@ def _queue(collection: Collection) -> Collection:
 
 def _wake(collection: Collection) -> None:
     """Wake long-polls and workers of the collection (at commit)."""
-    notify.notify(notify.channel("gq", collection.pk))
+    notify.notify(collection.wake_channel)
 
 
 # ------------------------------------------------------------------- enqueue
@@ -575,7 +575,7 @@ def _enqueue_params(
     """The parameters every form of the PostgreSQL enqueue statement takes."""
     return {
         "group_id": collection.group_id, "collection_id": collection.pk, "now": now,
-        "enqueued_by": enqueued_by, "channel": notify.channel("gq", collection.pk),
+        "enqueued_by": enqueued_by, "channel": collection.wake_channel,
         "wake": settings.listen_notify_enabled,  # notify.listen_available(), on PostgreSQL
     }  # fmt: skip
 
@@ -1338,7 +1338,7 @@ def message_claim_waiting(
     if wait_seconds <= 0 or n <= 0:
         return attempt()
     deadline = time.monotonic() + wait_seconds
-    with notify.subscribe(notify.channel("gq", collection.pk)) as subscription:
+    with notify.subscribe(collection.wake_channel) as subscription:
         while True:
             claimed = attempt()
             remaining = deadline - time.monotonic()

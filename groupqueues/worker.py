@@ -423,7 +423,7 @@ class Worker(Runner):
             connections.close_all()  # this thread's connections
 
     def _subscribe(self, lane: Lane) -> notify.Subscription:
-        sub = notify.subscribe(notify.channel("gq", lane.collection.pk))
+        sub = notify.subscribe(lane.collection.wake_channel)
         self._subs.append(sub)
         return sub
 

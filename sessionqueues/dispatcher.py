@@ -23,7 +23,7 @@ from queueproject.runner import Runner
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
 from sessionqueues.delivery import Deliverer, Delivery, DeliveryUncertain, get_deliverer
-from sessionqueues.models import QueuedMessage, Session
+from sessionqueues.models import ANY_SESSION_CHANNEL, QueuedMessage, Session, session_channel
 
 logger = logging.getLogger("sessionqueues.dispatch")
 
@@ -76,7 +76,7 @@ class Dispatcher(Runner):
 
     def run(self) -> None:
         """Subscribe to the wake-up channel, then loop (see :meth:`Runner.run`)."""
-        channel = notify.channel("sq", self.session_id or "any")
+        channel = session_channel(self.session_id) if self.session_id else ANY_SESSION_CHANNEL
         with notify.subscribe(channel) as subscription:
             self._subscription = subscription
             logger.info("dispatching (session=%s)", self.session_id or "any")

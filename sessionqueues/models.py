@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from django.db import models
 
 from principals.models import App
+from queueproject import notify
 
 RESERVED_OWNERS = frozenset({"agent", "workflow", "server"})
 PENDING_MOVE_STALE_AFTER = timedelta(hours=24)
@@ -48,6 +49,15 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return self.title or str(self.pk)
+
+
+# Dispatchers of every session wait on this channel (one place for the names).
+ANY_SESSION_CHANNEL = notify.channel("sq", "any")
+
+
+def session_channel(session_id: object) -> str:
+    """The notify channel a dispatcher of one session waits on."""
+    return notify.channel("sq", session_id)
 
 
 class Session(models.Model):

@@ -25,12 +25,14 @@ from queueproject.conf import product_settings
 from sessionqueues import exceptions as err
 from sessionqueues import positions, sql
 from sessionqueues.models import (
+    ANY_SESSION_CHANNEL,
     RESERVED_OWNERS,
     PendingMove,
     QueuedMessage,
     SendNowClaim,
     Session,
     Task,
+    session_channel,
 )
 
 APPEND_SEPARATOR = "\n\n---\n\n"
@@ -114,7 +116,7 @@ def _lock(session_id: Any, identity: SessionIdentity | None = None) -> Session:
 
 def _wake(session: Session) -> None:
     """Tell dispatchers that the session may have something deliverable."""
-    notify.notify_many([notify.channel("sq", session.pk), notify.channel("sq", "any")])
+    notify.notify_many([session_channel(session.pk), ANY_SESSION_CHANNEL])
 
 
 def _bump_generation(session: Session) -> None:
