@@ -1,5 +1,5 @@
 """Session queues (SPEC §3): tasks, their sessions, and each session's ordered
-queue of prompts, plus pending workflow moves and send-now claims.
+queue of entries, plus pending workflow moves and send-now claims.
 
 The Session row is the per-session lock row: every write to a session's queue
 locks it first (``select_for_update`` on PostgreSQL; SQLite's IMMEDIATE write
@@ -17,6 +17,7 @@ from django.db import models
 
 from principals.models import App
 from queueproject import notify
+from queueproject.conf import product_settings
 
 RESERVED_OWNERS = frozenset({"agent", "workflow", "server"})
 PENDING_MOVE_STALE_AFTER = timedelta(hours=24)
@@ -91,6 +92,14 @@ class Session(models.Model):
     def __str__(self) -> str:
         return str(self.pk)
 
+    @property
+    def auto_merge_enabled(self) -> bool:
+        """The effective auto-merge policy: the session's override when set,
+        else the global setting (read at each call)."""
+        if self.auto_merge is not None:
+            return bool(self.auto_merge)
+        return product_settings().session_auto_merge_default
+
 
 class QueuedMessageQuerySet(models.QuerySet["QueuedMessage"]):
     def visible(self) -> QueuedMessageQuerySet:
@@ -105,7 +114,8 @@ class QueuedMessageQuerySet(models.QuerySet["QueuedMessage"]):
 
 
 class QueuedMessage(models.Model):
-    """One queued prompt. Lower ``position`` is nearer the head; positions are
+    """One queue entry (the model keeps its historical name, and so its table).
+    Lower ``position`` is nearer the head; positions are
     positive and unique per session. A reserved entry (``reservation_id`` set) is
     in flight: invisible to listings, counts, edits, reorder and merge."""
 

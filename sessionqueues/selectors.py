@@ -13,7 +13,6 @@ from queueproject import clock
 from queueproject.conf import product_settings
 from sessionqueues import exceptions as err
 from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
-from sessionqueues.services import auto_merge_enabled
 
 
 def task_get(*, task_id: Any) -> Task:
@@ -63,7 +62,7 @@ def queue_status(*, session: Session) -> QueueStatus:
         reserved=sum(1 for row in rows if row.reserved),
         max=settings.session_max_per_session,
         merge_enabled=settings.session_manual_merge_enabled,
-        auto_merge=auto_merge_enabled(session),
+        auto_merge=session.auto_merge_enabled,
         task_generation=Task.objects.values_list("generation", flat=True).get(pk=session.task_id),
     )
 

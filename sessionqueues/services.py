@@ -136,13 +136,6 @@ def _check_cap(count: int, cap: int) -> None:
         raise err.QueueFull(details={"count": count, "max": cap})
 
 
-def auto_merge_enabled(session: Session) -> bool:
-    """The session's override when set, else the global default."""
-    if session.auto_merge is not None:
-        return bool(session.auto_merge)
-    return product_settings().session_auto_merge_default
-
-
 # ---------------------------------------------------------------------------
 # Tasks and sessions
 
@@ -349,7 +342,7 @@ def _fold(
 def _admit(session: Session, entry: NewEntry, cap: int) -> Admission:
     """Auto-merge into the tail when enabled and compatible (even at full
     capacity: the fold is the admission), else insert at the tail under the cap."""
-    if auto_merge_enabled(session):
+    if session.auto_merge_enabled:
         last = positions.last_row(session)
         if last is not None and _can_fold(last, entry):
             _fold(last, entry.content, entry.attachments, entry.metadata, clock.now())
