@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queueproject import notify
+from queueproject.backoff import backoff_delay
 from queueproject.runner import Runner
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
@@ -201,5 +202,5 @@ class Dispatcher(Runner):
     def _back_off(self, session: Session) -> None:
         failures = self._failures.get(session.pk, 0) + 1
         self._failures[session.pk] = failures
-        delay = min(RETRY_MAX, RETRY_BASE * 2 ** (failures - 1))
+        delay = backoff_delay(failures, base=RETRY_BASE, cap=RETRY_MAX)
         self._retry_at[session.pk] = time.monotonic() + delay

@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from queueproject import webhooks
+from queueproject import backoff, webhooks
 from sessionqueues import services
 from sessionqueues.delivery import DeliveryFailed, DeliveryUncertain, deliverer
-from sessionqueues.dispatcher import Dispatcher
+from sessionqueues.dispatcher import RETRY_BASE, RETRY_MAX, Dispatcher
 from sessionqueues.models import QueuedMessage, Session
 from tests.conftest import manage_cmd, subprocess_env
 from tests.sessionqueues.conftest import contents, put
@@ -92,6 +93,21 @@ def test_python_deliverer__a_failed_delivery_is_released_to_its_position(ready_s
     assert contents(ready_session) == ["a", "b", "c"]
     assert [r.position for r in QueuedMessage.objects.filter(session=ready_session)] == [1, 2, 3]
     assert Session.objects.get(pk=ready_session.pk).agent_ready is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_python_deliverer__a_failed_session_retries_after_the_project_backoff(
+    ready_session, monkeypatch
+):
+    # Pin the jitter factor: the formula (not a private copy) decides the delay.
+    monkeypatch.setattr(backoff.random, "uniform", lambda low, high: low)
+    put(ready_session, "a")
+    _current.append(Recorder(fail_on="a"))
+    dispatcher = Dispatcher(deliverer_name="test-recorder", until_empty=True)
+    dispatcher.run()
+    wait = dispatcher._retry_at[ready_session.pk] - time.monotonic()
+    expected = backoff.backoff_delay(1, base=RETRY_BASE, cap=RETRY_MAX, jitter=0.5)
+    assert expected - 0.2 < wait <= expected
 
 
 @pytest.mark.django_db(transaction=True)
