@@ -4,7 +4,7 @@ Both statements run while the caller holds the session's lock row, so they
 need no row locks of their own; they exist to save a round trip on the hot
 path (read the row, then write it → one ``UPDATE``/``DELETE … RETURNING``).
 Portable: PostgreSQL and SQLite ≥ 3.35. Parameters are prepared by the model
-fields (``services._db``), so UUIDs and times are stored as the ORM stores them.
+fields (``services/reservations.py``), so UUIDs and times are stored as the ORM stores them.
 """
 
 # Reserve the session's visible head (lowest position) for delivery: stamp the

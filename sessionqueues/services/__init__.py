@@ -1,0 +1,146 @@
+"""Writes of the session queues (SPEC §3), one module per concern:
+
+- ``common``: the session identity, the lock row, wake-ups, generations, the cap;
+- ``sessions``: tasks and sessions and their policy (``task_*``, ``session_*``);
+- ``entries``: one-entry writes (``entry_*``);
+- ``folding``: the merge compatibility rule and the fold;
+- ``ordering``: merge-up, reorder, delete-all;
+- ``reservations``: draining the head (``reservation_*``);
+- ``send_now``: send-now claims;
+- ``transfer``: transfer, replace, purge;
+- ``pending_moves``: the deferred workflow move (``pending_move_*``).
+
+Every service is one transaction that first locks the session's lock row (the
+Session row: ``select_for_update`` on PostgreSQL; SQLite's IMMEDIATE write
+transactions serialise writers), so caps, positions and reservations hold under
+concurrency. Identity-bound calls pass a :class:`SessionIdentity` and get
+``SessionIdentityMismatch`` when it is stale. Errors are
+``sessionqueues.exceptions``; time comes from ``queueproject.clock``.
+
+Callers import this package (``from sessionqueues import services``); the
+names below are its public surface.
+"""
+
+from sessionqueues.services.common import (
+    APPEND_SEPARATOR,
+    MAX_ATTACHMENTS,
+    MAX_REFERENCES,
+    MERGE_SEPARATOR,
+    REFERENCES_KEY,
+    SENDER_TASK_KEY,
+    SessionIdentity,
+    snapshot,
+)
+from sessionqueues.services.entries import (
+    Admission,
+    LifecycleResult,
+    NewEntry,
+    apply_metadata_updates,
+    message_append_or_insert_tail,
+    message_delete,
+    message_insert,
+    message_lifecycle_upsert,
+    message_requeue,
+    message_restore,
+    message_update,
+    message_upsert_by_coalesce_key,
+)
+from sessionqueues.services.ordering import (
+    message_merge_up,
+    queue_delete_all,
+    queue_reorder,
+)
+from sessionqueues.services.pending_moves import (
+    PENDING_FIELDS,
+    pending_move_delete,
+    pending_move_delete_if_match,
+    pending_move_set,
+    pending_move_take,
+)
+from sessionqueues.services.reservations import (
+    queue_reserve_head,
+    queue_reserve_head_if_auto_run,
+    queue_take_head,
+    reservation_acknowledge,
+    reservation_discard,
+    reservation_mark_attempted,
+    reservation_release,
+    reservation_reserve_for_agent,
+    reservation_reserve_for_delivery,
+)
+from sessionqueues.services.send_now import (
+    SendNowExpectation,
+    send_now_acknowledge,
+    send_now_claim,
+    send_now_restore,
+)
+from sessionqueues.services.sessions import (
+    session_create,
+    session_pause_auto_run_if_pending,
+    session_reincarnate,
+    session_set_agent_ready,
+    session_set_auto_merge,
+    session_set_auto_run,
+    task_archive,
+    task_create,
+)
+from sessionqueues.services.transfer import (
+    session_replace,
+    session_transfer,
+    task_purge,
+)
+
+__all__ = [
+    "APPEND_SEPARATOR",
+    "MAX_ATTACHMENTS",
+    "MAX_REFERENCES",
+    "MERGE_SEPARATOR",
+    "PENDING_FIELDS",
+    "REFERENCES_KEY",
+    "SENDER_TASK_KEY",
+    "Admission",
+    "LifecycleResult",
+    "NewEntry",
+    "SendNowExpectation",
+    "SessionIdentity",
+    "apply_metadata_updates",
+    "message_append_or_insert_tail",
+    "message_delete",
+    "message_insert",
+    "message_lifecycle_upsert",
+    "message_merge_up",
+    "message_requeue",
+    "message_restore",
+    "message_update",
+    "message_upsert_by_coalesce_key",
+    "pending_move_delete",
+    "pending_move_delete_if_match",
+    "pending_move_set",
+    "pending_move_take",
+    "queue_delete_all",
+    "queue_reorder",
+    "queue_reserve_head",
+    "queue_reserve_head_if_auto_run",
+    "queue_take_head",
+    "reservation_acknowledge",
+    "reservation_discard",
+    "reservation_mark_attempted",
+    "reservation_release",
+    "reservation_reserve_for_agent",
+    "reservation_reserve_for_delivery",
+    "send_now_acknowledge",
+    "send_now_claim",
+    "send_now_restore",
+    "session_create",
+    "session_pause_auto_run_if_pending",
+    "session_reincarnate",
+    "session_replace",
+    "session_set_agent_ready",
+    "session_set_auto_merge",
+    "session_set_auto_run",
+    "session_transfer",
+    "snapshot",
+    "task_archive",
+    "task_create",
+    "task_purge",
+]

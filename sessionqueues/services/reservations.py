@@ -1,0 +1,195 @@
+"""Draining a session: take or reserve the head, then acknowledge, release,
+mark attempted or discard the reservation (SPEC §3)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+
+from queueproject import clock
+from sessionqueues import exceptions as err
+from sessionqueues import positions, sql
+from sessionqueues.models import QueuedMessage, Session
+from sessionqueues.services.common import SessionIdentity, delete_row, head_row, lock_session, wake
+
+
+def _db(field: str, value: Any) -> Any:
+    """``value`` as the model field ``field`` stores it (raw SQL parameters).
+    Raises ValidationError for a malformed value."""
+    return QueuedMessage._meta.get_field(field).get_db_prep_value(value, connection, prepared=False)
+
+
+def _returning(statement: str, **params: Any) -> QueuedMessage | None:
+    """Run an ``… RETURNING *`` statement of ``sessionqueues.sql``; its row or None."""
+    found = list(QueuedMessage.objects.raw(statement, params))
+    return found[0] if found else None
+
+
+def _reserve_head(session: Session) -> QueuedMessage | None:
+    """Reserve the visible head for the session's incarnation in one statement
+    (the caller holds the session lock). None when nothing is visible."""
+    return _returning(
+        sql.RESERVE_HEAD,
+        session_id=_db("session", session.pk),
+        reservation_id=_db("reservation_id", uuid.uuid4()),
+        owner=_db("reservation_owner", session.incarnation_id),
+        now=_db("reserved_at", clock.now()),
+    )
+
+
+def _reserve(session: Session, row: QueuedMessage) -> QueuedMessage:
+    row.reservation_id = uuid.uuid4()
+    row.reservation_owner = session.incarnation_id
+    row.reserved_at = clock.now()
+    row.save(update_fields=["reservation_id", "reservation_owner", "reserved_at"])
+    return row
+
+
+@transaction.atomic
+def queue_take_head(
+    *, session_id: Any, identity: SessionIdentity | None = None
+) -> QueuedMessage | None:
+    """Delete and return the visible entry with the lowest position (None if empty)."""
+    session = lock_session(session_id, identity)
+    head = head_row(session)
+    if head is not None:
+        delete_row(head)
+    return head
+
+
+@transaction.atomic
+def queue_reserve_head(
+    *, session_id: Any, identity: SessionIdentity | None = None
+) -> QueuedMessage | None:
+    """Ordinary head entries are taken (deleted); a durable head stays stored,
+    reserved, until acknowledged. None when empty."""
+    session = lock_session(session_id, identity)
+    return _reserve_or_take(session)
+
+
+def _reserve_or_take(session: Session) -> QueuedMessage | None:
+    head = head_row(session)
+    if head is None:
+        return None
+    if head.durable:
+        return _reserve(session, head)
+    delete_row(head)
+    return head
+
+
+@transaction.atomic
+def queue_reserve_head_if_auto_run(
+    *, session_id: Any, identity: SessionIdentity | None = None
+) -> tuple[QueuedMessage | None, bool]:
+    """Read the policy and reserve the head in one transaction. Returns
+    (entry, auto_run): (None, False) is paused, (None, True) is empty."""
+    session = lock_session(session_id, identity)
+    if not session.auto_run:
+        return None, False
+    return _reserve_or_take(session), True
+
+
+@transaction.atomic
+def reservation_reserve_for_delivery(
+    *, session_id: Any, identity: SessionIdentity | None = None, require_auto_run: bool = True
+) -> tuple[QueuedMessage | None, bool]:
+    """Reserve the head (ordinary or durable) for delivery: it stays stored and
+    reserved, bound to the session incarnation, until acknowledged or released.
+    Returns (entry, auto_run) like :func:`queue_reserve_head_if_auto_run`."""
+    session = lock_session(session_id, identity)
+    if require_auto_run and not session.auto_run:
+        return None, False
+    return _reserve_head(session), session.auto_run
+
+
+@transaction.atomic
+def reservation_reserve_for_agent(*, session_id: Any) -> QueuedMessage | None:
+    """The dispatcher's reserve: only while auto-run is ON and the agent is
+    ready, reserve the head for delivery and mark the agent busy in the same
+    transaction (the agent reports ready again; so does the dispatcher when
+    the delivery failed or the deliverer says the agent can take more).
+    None when paused, busy or empty."""
+    session = lock_session(session_id)
+    if not (session.auto_run and session.agent_ready):
+        return None
+    row = _reserve_head(session)
+    if row is not None:
+        session.agent_ready = False
+        session.save(update_fields=["agent_ready"])
+    return row
+
+
+def _reserved_row(session: Session, reservation_id: Any) -> QueuedMessage:
+    try:
+        row = positions.rows(session).filter(reservation_id=reservation_id).first()
+    except ValidationError:
+        row = None
+    if row is None:
+        raise err.ReservationChanged()
+    return row
+
+
+@transaction.atomic
+def reservation_acknowledge(
+    *, session_id: Any, reservation_id: Any, identity: SessionIdentity | None = None
+) -> QueuedMessage:
+    """Delete exactly the entry reserved under ``reservation_id``; any other
+    (or a closed) reservation raises ReservationChanged."""
+    session = lock_session(session_id, identity)
+    try:
+        row = _returning(
+            sql.ACKNOWLEDGE,
+            session_id=_db("session", session.pk),
+            reservation_id=_db("reservation_id", reservation_id),
+        )
+    except ValidationError:
+        row = None
+    if row is None:
+        raise err.ReservationChanged()
+    return row
+
+
+@transaction.atomic
+def reservation_release(
+    *, session_id: Any, reservation_id: Any, identity: SessionIdentity | None = None
+) -> tuple[QueuedMessage, bool]:
+    """Make the reserved entry visible again at its position. An entry whose
+    delivery was marked attempted cannot go back: it is dropped instead.
+    Returns (entry, released). Raises ReservationChanged."""
+    session = lock_session(session_id, identity)
+    row = _reserved_row(session, reservation_id)
+    if row.delivery_attempted:
+        delete_row(row)
+        return row, False
+    row.reservation_id = row.reservation_owner = row.reserved_at = None
+    row.save(update_fields=["reservation_id", "reservation_owner", "reserved_at"])
+    wake(session)
+    return row, True
+
+
+@transaction.atomic
+def reservation_mark_attempted(
+    *, session_id: Any, reservation_ids: Iterable[Any], identity: SessionIdentity | None = None
+) -> None:
+    """Cross the at-most-once boundary for every given reservation (all or
+    nothing): such entries can no longer be released back to pending."""
+    session = lock_session(session_id, identity)
+    rows = [_reserved_row(session, rid) for rid in reservation_ids]
+    QueuedMessage.objects.filter(pk__in=[r.pk for r in rows]).update(delivery_attempted=True)
+
+
+@transaction.atomic
+def reservation_discard(*, session_id: Any, reservation_id: Any, owner: uuid.UUID) -> bool:
+    """Remove a reserved row only when its reservation owner (incarnation) is
+    ``owner``; the identity need not be current (stale workers clean up)."""
+    session = lock_session(session_id)
+    deleted, _ = (
+        positions.rows(session)
+        .filter(reservation_id=reservation_id, reservation_owner=owner)
+        .delete()
+    )
+    return deleted > 0
