@@ -8,7 +8,7 @@ Usage (from the project root):
 
 The database is migrated first; on PostgreSQL it must exist and be disposable
 (the script adds its own rows and deletes them at the end). Timing runs with
-DEBUG off, as in production. Each round inserts ``--entries`` prompts into
+DEBUG off, as in production. Each round inserts ``--entries`` entries into
 each of ``--sessions`` sessions (the default cap of 10 applies), then reserves
 and acknowledges every one of them (reserve-for-delivery + acknowledge, the
 dispatcher's and the REST consumers' pair).
@@ -60,7 +60,7 @@ def setup(sessions: int) -> tuple[App, list]:
 def insert_all(sessions: list, entries: int) -> None:
     for i in range(entries):
         for session in sessions:
-            services.message_insert(
+            services.entry_insert(
                 session_id=session.pk, entry=NewEntry(content=f"prompt {i}", queued_by="user:1")
             )
 
@@ -79,7 +79,7 @@ def queries_per_operation(session) -> dict[str, int]:
     are not captured by Django; add 2 each on PostgreSQL)."""
     counts = {}
     with CaptureQueriesContext(connection) as q:
-        services.message_insert(session_id=session.pk, entry=NewEntry("x", "user:1"))
+        services.entry_insert(session_id=session.pk, entry=NewEntry("x", "user:1"))
     counts["insert"] = len(q)
     with CaptureQueriesContext(connection) as q:
         row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
@@ -100,7 +100,7 @@ def main() -> None:
     app, sessions = setup(args.sessions)
     n = args.sessions * args.entries
     try:
-        print(f"{connection.vendor}: {n} prompts per round, {args.rounds} rounds")
+        print(f"{connection.vendor}: {n} entries per round, {args.rounds} rounds")
         print("queries per operation:", queries_per_operation(sessions[0]))
         best = [0.0, 0.0]
         cpu = [0.0, 0.0]

@@ -127,7 +127,7 @@ class TaskAdmin(SessionQueueAdmin):
     @admin.action(description="Purge selected tasks (delete every queued entry)")
     def purge_tasks(self, request: Any, queryset: Any) -> None:
         def purge(task: Task) -> str:
-            removed, generation = services.task_purge(task_id=task.pk)
+            removed, generation = services.queue_purge_task(task_id=task.pk)
             return f"Purged {removed} entries; generation is now {generation}."
 
         self.apply(request, queryset, Capability.TASK_ADMIN, purge)
@@ -257,7 +257,7 @@ class QueuedMessageAdmin(SessionQueueAdmin):
     @admin.action(description="Delete selected entries (reserved ones stay)")
     def delete_entries(self, request: Any, queryset: Any) -> None:
         def delete(row: QueuedMessage) -> str:
-            services.message_delete(session_id=row.session_id, message_id=row.pk)
+            services.entry_delete(session_id=row.session_id, entry_id=row.pk)
             return f"Deleted entry {row.pk} at position {row.position}."
 
         self.apply(request, queryset, Capability.SESSION_EDIT, delete)

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class SessionQueuesConfig(AppConfig):
-    """Per-session ordered prompt queues for interactive agent sessions."""
+    """Per-session ordered entry queues for interactive agent sessions."""
 
     name = "sessionqueues"
     verbose_name = "Session queues"

@@ -1,5 +1,5 @@
 """Built-in deliverers: ``webhook`` (the app's signed HTTP endpoint), ``log``
-(logs the prompt; the agent stays ready) and ``fail`` (always fails; tests)."""
+(logs the entry; the agent stays ready) and ``fail`` (always fails; tests)."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ def webhook(delivery: Delivery) -> bool:
 
 @deliverer("log")
 def log(delivery: Delivery) -> bool:
-    """Log the prompt (a stand-in agent that is always ready)."""
-    logger.info("prompt for session %s: %s", delivery.session_id, delivery.message["content"][:200])
+    """Log the entry (a stand-in agent that is always ready)."""
+    logger.info("entry for session %s: %s", delivery.session_id, delivery.entry["content"][:200])
     return True
 
 
 @deliverer("fail")
 def fail(delivery: Delivery) -> bool:
-    """Refuse every prompt (it goes back to its position)."""
-    raise DeliveryFailed("the fail deliverer refuses every prompt")
+    """Refuse every entry (it goes back to its position)."""
+    raise DeliveryFailed("the fail deliverer refuses every entry")

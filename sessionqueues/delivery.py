@@ -1,4 +1,4 @@
-"""Deliverers: where the dispatcher hands a session's head prompt to its agent.
+"""Deliverers: where the dispatcher hands a session's head entry to its agent.
 
 A deliverer is a callable registered under a name with :func:`deliverer`::
 
@@ -6,10 +6,10 @@ A deliverer is a callable registered under a name with :func:`deliverer`::
     def send(delivery: Delivery) -> bool | None:
         ...
 
-Return True when the agent can take another prompt right away (the session
+Return True when the agent can take another entry right away (the session
 stays ready); anything else marks the agent busy until it reports ready again.
 Raise :class:`DeliveryFailed` (or any exception) when the agent did not get the
-prompt: the entry goes back to its position. Raise :class:`DeliveryUncertain`
+entry: it goes back to its position. Raise :class:`DeliveryUncertain`
 when it may have got it: the entry is dropped (at most once).
 
 Deliverers live in the shared :class:`~queueproject.registry.Registry`
@@ -30,14 +30,15 @@ from sessionqueues import exceptions as err
 
 @dataclass(frozen=True)
 class Delivery:
-    """One reserved prompt on its way to the agent of a session."""
+    """One reserved entry on its way to the agent of a session. The payload keeps
+    the wire names of the webhook contract (``session.prompt``, ``message``)."""
 
     session_id: str
     task_id: str
     app: str
     incarnation_id: str
     reservation_id: str
-    message: dict[str, Any]
+    entry: dict[str, Any]
 
     def as_payload(self) -> dict[str, Any]:
         return {
@@ -47,16 +48,16 @@ class Delivery:
             "app": self.app,
             "incarnation_id": self.incarnation_id,
             "reservation_id": self.reservation_id,
-            "message": self.message,
+            "message": self.entry,
         }
 
 
 class DeliveryFailed(Exception):
-    """The agent did not get the prompt; it may be offered again."""
+    """The agent did not get the entry; it may be offered again."""
 
 
 class DeliveryUncertain(DeliveryFailed):
-    """The agent may have got the prompt; it must not be offered again."""
+    """The agent may have got the entry; it must not be offered again."""
 
 
 Deliverer = Callable[[Delivery], Any]

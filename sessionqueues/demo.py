@@ -1,5 +1,5 @@
 """Demo session queue for ``seed_demo``: a task of app ``storefront`` with one
-session and a few queued prompts (idempotent)."""
+session and a few queued entries (idempotent)."""
 
 from typing import Any
 
@@ -8,7 +8,7 @@ from sessionqueues import services
 from sessionqueues.models import Task
 
 DEMO_TITLE = "Demo: checkout redesign"
-DEMO_PROMPTS = [
+DEMO_ENTRIES = [
     ("Summarise the open checkout bugs.", "user:demo"),
     ("Draft a plan for the new payment step.", "user:demo"),
     ("CI failed on main: look at the flaky cart test.", "server"),
@@ -23,8 +23,8 @@ def seed(*, admin_user: Any, log: Any) -> None:
     session = services.session_create(task=task)
     services.session_set_auto_merge(session_id=session.pk, enabled=False)
     services.session_set_auto_run(session_id=session.pk, enabled=False)
-    for content, owner in DEMO_PROMPTS:
-        services.message_insert(
+    for content, owner in DEMO_ENTRIES:
+        services.entry_insert(
             session_id=session.pk, entry=services.NewEntry(content=content, queued_by=owner)
         )
-    log(f"task {task.pk} with session {session.pk} (3 queued prompts, auto-run paused)")
+    log(f"task {task.pk} with session {session.pk} (3 queued entries, auto-run paused)")

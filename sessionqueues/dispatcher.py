@@ -1,10 +1,10 @@
 """The session dispatcher: drains sessions whose auto-run is ON and whose agent
-is ready, one prompt at a time, through a deliverer.
+is ready, one entry at a time, through a deliverer.
 
-Per prompt: reserve the head for delivery (only while auto-run is ON and the
+Per entry: reserve the head for delivery (only while auto-run is ON and the
 agent is ready; the agent is marked busy in the same transaction) → deliver
 outside any transaction → acknowledge exactly that reservation. When delivery
-fails the reservation is released, so the prompt is back at its position; when
+fails the reservation is released, so the entry is back at its position; when
 the outcome is uncertain the delivery is first marked attempted, so the release
 drops it instead (at most once). A session whose delivery failed is retried
 after a back-off (``--until-empty``: not again in this run).
@@ -46,7 +46,7 @@ class Stats:
 
 class Dispatcher(Runner):
     """A :class:`~queueproject.runner.Runner`: :meth:`run` dispatches until
-    stopped (``request_stop()`` or a signal, once the prompt in hand is
+    stopped (``request_stop()`` or a signal, once the entry in hand is
     settled), or after one pass (``once``), or once nothing is deliverable
     (``until_empty``), or after ``max_deliveries``. Counts are in ``stats``.
     Raises InvalidSessionInput for an unknown deliverer name."""
@@ -116,7 +116,7 @@ class Dispatcher(Runner):
     # --- one pass -------------------------------------------------------------
 
     def turn(self) -> int:
-        """Offer one prompt to every deliverable session; returns how many were handled."""
+        """Offer one entry to every deliverable session; returns how many were handled."""
         handled = 0
         for session in selectors.dispatchable_sessions(session_id=self.session_id):
             if self.stopping.is_set() or self._quota_reached():
@@ -134,7 +134,7 @@ class Dispatcher(Runner):
         return self.until_empty or at > time.monotonic()
 
     def dispatch_one(self, session: Session) -> bool:
-        """Reserve, deliver and settle one prompt of ``session``. False when there
+        """Reserve, deliver and settle one entry of ``session``. False when there
         was nothing to deliver (paused, emptied or gone meanwhile)."""
         try:
             row = services.reservation_reserve_for_agent(session_id=session.pk)
@@ -158,7 +158,7 @@ class Dispatcher(Runner):
             app=session.task.app.slug,
             incarnation_id=str(row.reservation_owner),
             reservation_id=str(row.reservation_id),
-            message=services.snapshot(row),
+            entry=services.snapshot(row),
         )
 
     def _delivered(self, session: Session, row: QueuedMessage, still_ready: bool) -> None:

@@ -184,7 +184,7 @@ def _attachments_field() -> serializers.ListField:
     )
 
 
-class MessageCreateSerializer(serializers.Serializer):
+class EntryCreateSerializer(serializers.Serializer):
     content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False)
     model = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
     plan_mode = serializers.BooleanField(required=False, default=False)
@@ -211,7 +211,7 @@ class MessageCreateSerializer(serializers.Serializer):
         return attrs
 
 
-class MessageUpdateSerializer(serializers.Serializer):
+class EntryUpdateSerializer(serializers.Serializer):
     content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(

@@ -125,7 +125,7 @@ class TaskPurgeView(TaskView):
         """Delete every entry of the task's sessions (reserved too) and bump its
         generation (admin)."""
         task = self.task(request, task_id, Capability.TASK_ADMIN)
-        removed, generation = services.task_purge(task_id=task.pk)
+        removed, generation = services.queue_purge_task(task_id=task.pk)
         return Response({"removed": removed, "generation": generation})
 
 
@@ -142,7 +142,7 @@ class QueueStatusView(SessionView):
 
 class MessageListView(SessionView):
     @extend_schema(
-        request=s.MessageCreateSerializer,
+        request=s.EntryCreateSerializer,
         parameters=[INCARNATION],
         responses={
             201: s.AdmissionSerializer,
@@ -156,7 +156,7 @@ class MessageListView(SessionView):
         as_agent = isinstance(request.data, dict) and request.data.get("queued_by") == "agent"
         capability = Capability.SESSION_CONSUME if as_agent else Capability.SESSION_EDIT
         session, principal = self.session(request, session_id, capability)
-        data = validated(s.MessageCreateSerializer, request.data)
+        data = validated(s.EntryCreateSerializer, request.data)
         if as_agent and principal.app is None:
             raise err.InvalidSessionInput(
                 details={"queued_by": ["Only an agent runtime's app token may queue as agent."]}
@@ -178,10 +178,10 @@ class MessageListView(SessionView):
         identity = self.identity(self.request, session)
         kwargs = {"session_id": session.pk, "entry": entry, "identity": identity}
         if entry.coalesce_key:
-            return services.message_upsert_by_coalesce_key(**kwargs)
+            return services.entry_upsert_by_coalesce_key(**kwargs)
         if data["append_to_tail"]:
-            return services.message_append_or_insert_tail(**kwargs)
-        return services.message_insert(**kwargs)
+            return services.entry_append_or_insert_tail(**kwargs)
+        return services.entry_insert(**kwargs)
 
     @extend_schema(
         operation_id="sessions_queue_messages_delete_all",
@@ -212,7 +212,7 @@ def _admission_data(admission: services.Admission) -> dict[str, Any]:
 
 class MessageDetailView(SessionView):
     @extend_schema(
-        request=s.MessageUpdateSerializer,
+        request=s.EntryUpdateSerializer,
         parameters=[INCARNATION],
         responses={200: s.QueuedMessageSerializer, **ERRORS},
     )
@@ -220,10 +220,10 @@ class MessageDetailView(SessionView):
         """Edit content / attachments / metadata of your own entry (a null metadata
         value removes that key). Another owner's or a reserved entry is 404."""
         session, principal = self.session(request, session_id, Capability.SESSION_EDIT)
-        data = validated(s.MessageUpdateSerializer, request.data)
-        row = services.message_update(
+        data = validated(s.EntryUpdateSerializer, request.data)
+        row = services.entry_edit(
             session_id=session.pk,
-            message_id=message_id,
+            entry_id=message_id,
             queued_by=principal.label,
             content=data.get("content"),
             attachments=data.get("attachments"),
@@ -236,8 +236,8 @@ class MessageDetailView(SessionView):
     def delete(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
         """Delete one visible entry of this session."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        services.message_delete(
-            session_id=session.pk, message_id=message_id, identity=self.identity(request, session)
+        services.entry_delete(
+            session_id=session.pk, entry_id=message_id, identity=self.identity(request, session)
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -249,9 +249,9 @@ class MergeUpView(SessionView):
     def post(self, request: Request, session_id: uuid.UUID, message_id: uuid.UUID) -> Response:
         """Fold the entry into the one directly above it; answers the merged entry."""
         session, principal = self.session(request, session_id, Capability.SESSION_EDIT)
-        target = services.message_merge_up(
+        target = services.entry_merge_up(
             session_id=session.pk,
-            message_id=message_id,
+            entry_id=message_id,
             queued_by=principal.label,
             identity=self.identity(request, session),
         )
@@ -285,7 +285,7 @@ class SendNowView(SessionView):
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
         data = validated(s.SendNowSerializer, request.data)
         expected = [SendNowExpectation(id=e["id"], content=e["content"]) for e in data["entries"]]
-        claim, dispatch = services.send_now_claim(
+        claim, dispatch = services.queue_send_now_claim(
             session_id=session.pk, expected=expected, identity=self.identity(request, session)
         )
         return Response({"claim_id": str(claim.pk), "dispatch": dispatch})
@@ -298,7 +298,7 @@ class SendNowRestoreView(SessionView):
     def post(self, request: Request, session_id: uuid.UUID, claim_id: uuid.UUID) -> Response:
         """Put every source of the claim back at its position, or nothing."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        services.send_now_restore(
+        services.queue_send_now_restore(
             session_id=session.pk, claim_id=claim_id, identity=self.identity(request, session)
         )
         return self.status_response(session)
@@ -311,7 +311,7 @@ class SendNowAcknowledgeView(SessionView):
     def post(self, request: Request, session_id: uuid.UUID, claim_id: uuid.UUID) -> Response:
         """Close the claim after the dispatch was accepted (removes durable sources)."""
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
-        removed = services.send_now_acknowledge(
+        removed = services.queue_send_now_acknowledge(
             session_id=session.pk, claim_id=claim_id, identity=self.identity(request, session)
         )
         return Response({"removed": removed})
@@ -442,7 +442,7 @@ class TransferView(SessionView):
         session, _ = self.session(request, session_id, Capability.SESSION_EDIT)
         data = validated(s.TransferSerializer, request.data)
         destination, _ = self.session(request, data["to_session"], Capability.SESSION_EDIT)
-        services.session_transfer(
+        services.queue_transfer(
             source_id=session.pk,
             destination_id=destination.pk,
             source_identity=self.identity(request, session),

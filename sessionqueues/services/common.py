@@ -107,13 +107,13 @@ def delete_row(row: QueuedMessage) -> None:
     QueuedMessage.objects.filter(pk=row.pk).delete()
 
 
-def visible_row(session: Session, message_id: Any) -> QueuedMessage:
+def visible_row(session: Session, entry_id: Any) -> QueuedMessage:
     try:
-        row = positions.rows(session).visible().filter(pk=message_id).first()
+        row = positions.rows(session).visible().filter(pk=entry_id).first()
     except ValidationError:
         row = None
     if row is None:
-        raise err.SessionQueueNotFound("No such queued message.")
+        raise err.SessionQueueNotFound("No such entry.")
     return row
 
 

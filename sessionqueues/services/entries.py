@@ -100,7 +100,7 @@ def _insert_tail(session: Session, entry: NewEntry, cap: int) -> QueuedMessage:
 
 
 @transaction.atomic
-def message_insert(
+def entry_insert(
     *,
     session_id: Any,
     entry: NewEntry,
@@ -114,7 +114,7 @@ def message_insert(
 
 
 @transaction.atomic
-def message_append_or_insert_tail(
+def entry_append_or_insert_tail(
     *,
     session_id: Any,
     entry: NewEntry,
@@ -167,7 +167,7 @@ def _upsert(session: Session, entry: NewEntry, cap: int, allow_insert: bool) -> 
 
 
 @transaction.atomic
-def message_upsert_by_coalesce_key(
+def entry_upsert_by_coalesce_key(
     *,
     session_id: Any,
     entry: NewEntry,
@@ -183,7 +183,7 @@ def message_upsert_by_coalesce_key(
 
 
 @transaction.atomic
-def message_lifecycle_upsert(
+def entry_lifecycle_upsert(
     *,
     session_id: Any,
     entry: NewEntry,
@@ -210,19 +210,19 @@ def message_lifecycle_upsert(
 
 
 @transaction.atomic
-def message_restore(*, session_id: Any, message: QueuedMessage) -> QueuedMessage:
+def entry_restore(*, session_id: Any, entry: QueuedMessage) -> QueuedMessage:
     """Re-insert a taken entry at its own old position (later entries shift back
     when that slot is taken), keeping its id; bypasses the cap. Restoring an
     entry that is still stored changes nothing."""
     session = lock_session(session_id)
-    existing = positions.rows(session).filter(pk=message.pk).first()
+    existing = positions.rows(session).filter(pk=entry.pk).first()
     if existing is not None:
         return existing
-    return restore_row(session, message)
+    return restore_row(session, entry)
 
 
 @transaction.atomic
-def message_requeue(
+def entry_requeue(
     *, session_id: Any, entry: NewEntry, identity: SessionIdentity | None = None
 ) -> Admission:
     """Requeue preserving FIFO: a coalesce match is replaced in place; an empty
@@ -257,10 +257,10 @@ def apply_metadata_updates(current: dict[str, Any], updates: dict[str, Any]) -> 
 
 
 @transaction.atomic
-def message_update(
+def entry_edit(
     *,
     session_id: Any,
-    message_id: Any,
+    entry_id: Any,
     queued_by: str,
     content: str | None = None,
     attachments: list[Any] | None = None,
@@ -271,9 +271,9 @@ def message_update(
     owned by ``queued_by``. Missing, another owner's, reserved-owner or
     reserved entries raise SessionQueueNotFound."""
     session = lock_session(session_id, identity)
-    row = visible_row(session, message_id)
+    row = visible_row(session, entry_id)
     if row.queued_by != queued_by or queued_by in RESERVED_OWNERS:
-        raise err.SessionQueueNotFound("No such queued message.")
+        raise err.SessionQueueNotFound("No such entry.")
     if content is not None:
         row.content = content
     if attachments is not None:
@@ -285,13 +285,13 @@ def message_update(
 
 
 @transaction.atomic
-def message_delete(
-    *, session_id: Any, message_id: Any, identity: SessionIdentity | None = None
+def entry_delete(
+    *, session_id: Any, entry_id: Any, identity: SessionIdentity | None = None
 ) -> QueuedMessage:
     """Delete one visible entry of this session (another session's id, or a
     reserved entry, raises SessionQueueNotFound)."""
     session = lock_session(session_id, identity)
-    row = visible_row(session, message_id)
+    row = visible_row(session, entry_id)
     delete_row(row)
     bump_generation(session)
     return row

@@ -43,8 +43,8 @@ def _merge_target(session: Session, source: QueuedMessage, queued_by: str) -> Qu
 
 
 @transaction.atomic
-def message_merge_up(
-    *, session_id: Any, message_id: Any, queued_by: str, identity: SessionIdentity | None = None
+def entry_merge_up(
+    *, session_id: Any, entry_id: Any, queued_by: str, identity: SessionIdentity | None = None
 ) -> QueuedMessage:
     """Fold an entry into the one directly above it (content joined by a blank
     line, attachments concatenated, references unioned and capped, the later
@@ -54,7 +54,7 @@ def message_merge_up(
     if not product_settings().session_manual_merge_enabled:
         raise err.MergeDisabled()
     session = lock_session(session_id, identity)
-    source = visible_row(session, message_id)
+    source = visible_row(session, entry_id)
     target = _merge_target(session, source, queued_by)
     delete_row(source)
     fold(target, source.content, source.attachments, source.metadata, source.queued_at)

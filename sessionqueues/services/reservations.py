@@ -50,7 +50,7 @@ def _reserve(session: Session, row: QueuedMessage) -> QueuedMessage:
 
 
 @transaction.atomic
-def queue_take_head(
+def entry_take_head(
     *, session_id: Any, identity: SessionIdentity | None = None
 ) -> QueuedMessage | None:
     """Delete and return the visible entry with the lowest position (None if empty)."""
@@ -62,7 +62,7 @@ def queue_take_head(
 
 
 @transaction.atomic
-def queue_reserve_head(
+def reservation_reserve_head(
     *, session_id: Any, identity: SessionIdentity | None = None
 ) -> QueuedMessage | None:
     """Ordinary head entries are taken (deleted); a durable head stays stored,
@@ -82,7 +82,7 @@ def _reserve_or_take(session: Session) -> QueuedMessage | None:
 
 
 @transaction.atomic
-def queue_reserve_head_if_auto_run(
+def reservation_reserve_head_if_auto_run(
     *, session_id: Any, identity: SessionIdentity | None = None
 ) -> tuple[QueuedMessage | None, bool]:
     """Read the policy and reserve the head in one transaction. Returns
@@ -99,7 +99,7 @@ def reservation_reserve_for_delivery(
 ) -> tuple[QueuedMessage | None, bool]:
     """Reserve the head (ordinary or durable) for delivery: it stays stored and
     reserved, bound to the session incarnation, until acknowledged or released.
-    Returns (entry, auto_run) like :func:`queue_reserve_head_if_auto_run`."""
+    Returns (entry, auto_run) like :func:`reservation_reserve_head_if_auto_run`."""
     session = lock_session(session_id, identity)
     if require_auto_run and not session.auto_run:
         return None, False

@@ -60,7 +60,7 @@ def _dispatch(claim: SendNowClaim, sources: list[QueuedMessage]) -> dict[str, An
 
 
 @transaction.atomic
-def send_now_claim(
+def queue_send_now_claim(
     *,
     session_id: Any,
     expected: Sequence[SendNowExpectation],
@@ -108,7 +108,7 @@ def _durable_sources_intact(session: Session, claim: SendNowClaim) -> bool:
 
 
 @transaction.atomic
-def send_now_restore(
+def queue_send_now_restore(
     *, session_id: Any, claim_id: Any, identity: SessionIdentity | None = None
 ) -> list[QueuedMessage]:
     """Put every source of the claim back at its position (durable ones: clear
@@ -133,7 +133,7 @@ def send_now_restore(
 
 
 @transaction.atomic
-def send_now_acknowledge(
+def queue_send_now_acknowledge(
     *, session_id: Any, claim_id: Any, identity: SessionIdentity | None = None
 ) -> int:
     """Close the claim after the dispatch was accepted: delete its durable

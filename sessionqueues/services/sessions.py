@@ -97,7 +97,7 @@ def session_set_auto_merge(
 def session_set_agent_ready(
     *, session_id: Any, ready: bool, identity: SessionIdentity | None = None
 ) -> Session:
-    """Record whether the session's agent can take a prompt (the dispatcher
+    """Record whether the session's agent can take an entry (the dispatcher
     delivers only to ready agents)."""
     session = lock_session(session_id, identity)
     session.agent_ready = ready

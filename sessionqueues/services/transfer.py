@@ -35,7 +35,7 @@ def _lock_pair(first_id: Any, second_id: Any) -> tuple[Session, Session]:
 
 
 @transaction.atomic
-def session_transfer(
+def queue_transfer(
     *,
     source_id: Any,
     destination_id: Any,
@@ -89,7 +89,7 @@ def _move_pending(source: Session, destination: Session) -> None:
 
 
 @transaction.atomic
-def session_replace(
+def queue_replace(
     *,
     session_id: Any,
     entries: Sequence[dict[str, Any]],
@@ -111,7 +111,7 @@ def session_replace(
 
 
 @transaction.atomic
-def task_purge(*, task_id: Any) -> tuple[int, int]:
+def queue_purge_task(*, task_id: Any) -> tuple[int, int]:
     """Delete every entry of every session of the task (reserved ones too) and
     their send-now claims, bump the task's generation (stale lifecycle retries
     are then refused) and each session's. Locks the sessions (in id order, as

@@ -15,7 +15,7 @@ def entry(content: str = "hello", queued_by: str = "user:1", **kwargs) -> NewEnt
 
 def put(session, content: str = "hello", queued_by: str = "user:1", **kwargs):
     """Insert one entry (auto-merge off unless the session says otherwise)."""
-    return services.message_insert(
+    return services.entry_insert(
         session_id=session.pk, entry=entry(content, queued_by, **kwargs)
     ).entry
 

@@ -41,7 +41,7 @@ def session(task):
     created = services.session_create(task=task)
     services.session_set_auto_merge(session_id=created.pk, enabled=False)
     for text in ["first", "second"]:
-        services.message_insert(session_id=created.pk, entry=entry(text))
+        services.entry_insert(session_id=created.pk, entry=entry(text))
     return created
 
 

@@ -83,7 +83,7 @@ def test_task_create__bad_title_is_400(client):
 def test_archive_and_purge(tree, task, session):
     admin = APIClient()
     admin.force_authenticate(member(tree["child"], Role.ADMIN))
-    services.message_insert(session_id=session.pk, entry=entry("a"))
+    services.entry_insert(session_id=session.pk, entry=entry("a"))
     purged = admin.post(f"/api/tasks/{task.pk}/purge/")
     assert purged.status_code == 200 and purged.json() == {"removed": 1, "generation": 1}
     archived = admin.post(f"/api/tasks/{task.pk}/archive/")
@@ -96,7 +96,7 @@ def test_unknown_and_malformed_ids_are_404(client):
     assert code(client.get(f"/api/sessions/{uuid.uuid4()}/queue/")) == "not_found"
 
 
-# --- queue status and messages ----------------------------------------------
+# --- queue status and entries -----------------------------------------------
 
 
 def test_queue_status_shape(client, session):
@@ -190,7 +190,7 @@ def test_message_patch__owner_edits_and_null_metadata_removes(client, session):
 
 
 def test_message_patch__someone_elses_entry_is_404_and_a_reader_gets_403(tree, client, session):
-    theirs = services.message_insert(session_id=session.pk, entry=entry("a", "user:999")).entry
+    theirs = services.entry_insert(session_id=session.pk, entry=entry("a", "user:999")).entry
     url = f"{q(session)}messages/{theirs.pk}/"
     assert client.patch(url, {"content": "x"}, format="json").status_code == 404
     reader = APIClient()
@@ -217,7 +217,7 @@ def test_message_delete__and_delete_all(client, session, task):
 
 def test_message_delete__an_id_of_another_session_is_404(client, session, task):
     other = services.session_create(task=task)
-    theirs = services.message_insert(session_id=other.pk, entry=entry("x")).entry
+    theirs = services.entry_insert(session_id=other.pk, entry=entry("x")).entry
     response = client.delete(f"{q(session)}messages/{theirs.pk}/")
     assert response.status_code == 404 and code(response) == "not_found"
     assert contents(other) == ["x"]

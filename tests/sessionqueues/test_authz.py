@@ -85,11 +85,11 @@ def build(tree: dict[str, Any], label: str) -> Ctx:
         session_id=services.session_create(task=task).pk, enabled=False
     )
     other = services.session_create(task=task)
-    first_in = services.message_insert(session_id=session.pk, entry=entry("r", label)).entry
+    first_in = services.entry_insert(session_id=session.pk, entry=entry("r", label)).entry
     reserved, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
     assert reserved.pk == first_in.pk
-    first = services.message_insert(session_id=session.pk, entry=entry("a", label)).entry
-    second = services.message_insert(session_id=session.pk, entry=entry("b", label)).entry
+    first = services.entry_insert(session_id=session.pk, entry=entry("a", label)).entry
+    second = services.entry_insert(session_id=session.pk, entry=entry("b", label)).entry
     services.pending_move_set(session_id=session.pk, move={"move_id": "m1"})
     return Ctx(app, task, session, other, first, second, reserved)
 
@@ -114,9 +114,13 @@ ENDPOINTS: dict[str, tuple[C, int, Callable[[Ctx], tuple[str, str, Any]]]] = {
         200,
         lambda c: ("post", f"/api/tasks/{c.task.pk}/archive/", None),
     ),
-    "task_purge": (C.TASK_ADMIN, 200, lambda c: ("post", f"/api/tasks/{c.task.pk}/purge/", None)),
+    "task_purge": (
+        C.TASK_ADMIN,
+        200,
+        lambda c: ("post", f"/api/tasks/{c.task.pk}/purge/", None),
+    ),
     "queue_get": (C.SESSION_READ, 200, lambda c: ("get", Q.format(s=c.session.pk), None)),
-    "message_create": (
+    "entry_create": (
         C.SESSION_EDIT,
         201,
         lambda c: (
@@ -125,17 +129,17 @@ ENDPOINTS: dict[str, tuple[C, int, Callable[[Ctx], tuple[str, str, Any]]]] = {
             {"content": "new", "model": "other"},
         ),
     ),
-    "message_patch": (
+    "entry_patch": (
         C.SESSION_EDIT,
         200,
         lambda c: ("patch", f"{Q.format(s=c.session.pk)}messages/{c.first.pk}/", {"content": "z"}),
     ),
-    "message_delete": (
+    "entry_delete": (
         C.SESSION_EDIT,
         204,
         lambda c: ("delete", f"{Q.format(s=c.session.pk)}messages/{c.first.pk}/", None),
     ),
-    "messages_delete_all": (
+    "entries_delete_all": (
         C.SESSION_EDIT,
         200,
         lambda c: ("delete", f"{Q.format(s=c.session.pk)}messages/", None),

@@ -49,7 +49,7 @@ def session():
 
 
 def insert(session, text: str, **kwargs: Any):
-    return services.message_insert(
+    return services.entry_insert(
         session_id=session.pk, entry=NewEntry(content=text, queued_by="user:1"), **kwargs
     )
 

@@ -30,14 +30,14 @@ def ready_session(session):
 
 
 class Recorder:
-    """A Python deliverer that records prompts and fails on request."""
+    """A Python deliverer that records entries and fails on request."""
 
     def __init__(self, *, ready: bool = True, fail_on: str | None = None, uncertain: bool = False):
         self.seen: list[str] = []
         self.ready, self.fail_on, self.uncertain = ready, fail_on, uncertain
 
     def __call__(self, delivery: Any) -> bool:
-        content = delivery.message["content"]
+        content = delivery.entry["content"]
         if content == self.fail_on:
             raise (DeliveryUncertain if self.uncertain else DeliveryFailed)("refused")
         self.seen.append(content)
@@ -71,7 +71,7 @@ def test_python_deliverer__drains_in_fifo_order_and_acknowledges(ready_session):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_python_deliverer__a_busy_agent_gets_one_prompt_per_ready(ready_session):
+def test_python_deliverer__a_busy_agent_gets_one_entry_per_ready(ready_session):
     put(ready_session, "a")
     put(ready_session, "b")
     recorder = Recorder(ready=False)
@@ -188,7 +188,7 @@ def run_dispatch(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_webhook_subprocess__delivers_signed_prompts(ready_session, hook_app):
+def test_webhook_subprocess__delivers_signed_entries(ready_session, hook_app):
     hook = Hook(200)
     try:
         hook_app.webhook_url, hook_app.webhook_secret = hook.url, SECRET
@@ -207,7 +207,7 @@ def test_webhook_subprocess__delivers_signed_prompts(ready_session, hook_app):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_webhook_subprocess__a_refused_prompt_goes_back_to_its_position(ready_session, hook_app):
+def test_webhook_subprocess__a_refused_entry_goes_back_to_its_position(ready_session, hook_app):
     hook = Hook(503)
     try:
         hook_app.webhook_url, hook_app.webhook_secret = hook.url, SECRET

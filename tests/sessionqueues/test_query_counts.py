@@ -23,7 +23,7 @@ def test_insert__locks_aggregates_once_and_inserts(session, django_assert_num_qu
     put(session, "first")
     # lock row; last position + visible count; INSERT; wake-up
     with django_assert_num_queries(TRANSACTION + 3 + wake_up()):
-        services.message_insert(session_id=session.pk, entry=entry("second"))
+        services.entry_insert(session_id=session.pk, entry=entry("second"))
 
 
 @pytest.mark.django_db
@@ -31,7 +31,7 @@ def test_insert__with_auto_merge_reads_the_tail_row_too(session, django_assert_n
     services.session_set_auto_merge(session_id=session.pk, enabled=True)
     put(session, "first", queued_by="user:1")
     with django_assert_num_queries(TRANSACTION + 4 + wake_up()):
-        services.message_insert(session_id=session.pk, entry=entry("other", queued_by="user:2"))
+        services.entry_insert(session_id=session.pk, entry=entry("other", queued_by="user:2"))
 
 
 @pytest.mark.django_db

@@ -33,15 +33,15 @@ def test_insert__is_fifo(session):
         put(session, text)
     assert contents(session) == ["a", "b", "c"]
     assert positions(session) == [1, 2, 3]
-    assert services.queue_take_head(session_id=session.pk).content == "a"
+    assert services.entry_take_head(session_id=session.pk).content == "a"
     assert contents(session) == ["b", "c"]
 
 
 def test_insert__at_cap_raises_queue_full(session):
     for i in range(3):
-        services.message_insert(session_id=session.pk, entry=entry(str(i)), max_per_session=3)
+        services.entry_insert(session_id=session.pk, entry=entry(str(i)), max_per_session=3)
     with pytest.raises(err.QueueFull):
-        services.message_insert(session_id=session.pk, entry=entry("x"), max_per_session=3)
+        services.entry_insert(session_id=session.pk, entry=entry("x"), max_per_session=3)
     assert contents(session) == ["0", "1", "2"]
 
 
@@ -52,13 +52,13 @@ def test_insert__cap_comes_from_the_setting_and_zero_disables_it(session):
     with pytest.raises(err.QueueFull):
         put(session, "c")
     for i in range(5):
-        services.message_insert(session_id=session.pk, entry=entry(str(i)), max_per_session=0)
+        services.entry_insert(session_id=session.pk, entry=entry(str(i)), max_per_session=0)
     assert len(contents(session)) == 7
 
 
 def test_append_or_insert_tail__same_owner_appends_with_separator(session):
     put(session, "first", "user:1")
-    result = services.message_append_or_insert_tail(
+    result = services.entry_append_or_insert_tail(
         session_id=session.pk, entry=entry("second", "user:1")
     )
     assert result.appended
@@ -67,24 +67,24 @@ def test_append_or_insert_tail__same_owner_appends_with_separator(session):
 
 def test_append_or_insert_tail__other_owner_inserts_and_honours_cap(session):
     put(session, "first", "user:1")
-    result = services.message_append_or_insert_tail(
+    result = services.entry_append_or_insert_tail(
         session_id=session.pk, entry=entry("second", "user:2")
     )
     assert not result.appended
     assert contents(session) == ["first", "second"]
     with pytest.raises(err.QueueFull):
-        services.message_append_or_insert_tail(
+        services.entry_append_or_insert_tail(
             session_id=session.pk, entry=entry("third", "user:3"), max_per_session=2
         )
 
 
 def test_coalesce__replace_keeps_id_and_position(session):
     put(session, "a")
-    first = services.message_upsert_by_coalesce_key(
+    first = services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("v1", coalesce_key="ci")
     )
     put(session, "c")
-    second = services.message_upsert_by_coalesce_key(
+    second = services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("v2", model="m2", coalesce_key="ci")
     )
     assert second.replaced
@@ -94,10 +94,10 @@ def test_coalesce__replace_keeps_id_and_position(session):
 
 
 def test_coalesce__other_owner_does_not_match(session):
-    services.message_upsert_by_coalesce_key(
+    services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("mine", "user:1", coalesce_key="k")
     )
-    services.message_upsert_by_coalesce_key(
+    services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("theirs", "user:2", coalesce_key="k")
     )
     assert contents(session) == ["mine", "theirs"]
@@ -105,7 +105,7 @@ def test_coalesce__other_owner_does_not_match(session):
 
 def test_coalesce__missing_without_insert_is_not_found(session):
     with pytest.raises(err.SessionQueueNotFound):
-        services.message_upsert_by_coalesce_key(
+        services.entry_upsert_by_coalesce_key(
             session_id=session.pk, entry=entry("x", coalesce_key="k"), allow_insert=False
         )
     assert contents(session) == []
@@ -115,7 +115,7 @@ def test_coalesce__missing_without_insert_is_not_found(session):
 
 
 def test_lifecycle__accepted_at_the_current_generation(session, task):
-    result = services.message_lifecycle_upsert(
+    result = services.entry_lifecycle_upsert(
         session_id=session.pk, entry=entry("ci failed", "server", coalesce_key="ci"), generation=0
     )
     assert result.accepted
@@ -123,8 +123,8 @@ def test_lifecycle__accepted_at_the_current_generation(session, task):
 
 
 def test_lifecycle__refused_on_stale_generation(session, task):
-    services.task_purge(task_id=task.pk)
-    result = services.message_lifecycle_upsert(
+    services.queue_purge_task(task_id=task.pk)
+    result = services.entry_lifecycle_upsert(
         session_id=session.pk, entry=entry("late", "server", coalesce_key="ci"), generation=0
     )
     assert not result.accepted
@@ -133,10 +133,10 @@ def test_lifecycle__refused_on_stale_generation(session, task):
 
 def test_lifecycle__refused_on_archived_or_missing_task(session, task):
     services.task_archive(task_id=task.pk)
-    archived = services.message_lifecycle_upsert(
+    archived = services.entry_lifecycle_upsert(
         session_id=session.pk, entry=entry("x", "server", coalesce_key="ci"), generation=0
     )
-    missing = services.message_lifecycle_upsert(
+    missing = services.entry_lifecycle_upsert(
         session_id=uuid.uuid4(), entry=entry("x", "server", coalesce_key="ci"), generation=0
     )
     assert not archived.accepted and not missing.accepted
@@ -148,37 +148,35 @@ def test_lifecycle__refused_on_archived_or_missing_task(session, task):
 
 def test_restore__returns_a_taken_entry_to_its_position_over_the_cap(session):
     for text in ["a", "b", "c"]:
-        services.message_insert(session_id=session.pk, entry=entry(text), max_per_session=3)
-    taken = services.queue_take_head(session_id=session.pk)
-    services.message_insert(session_id=session.pk, entry=entry("d"), max_per_session=3)
-    restored = services.message_restore(session_id=session.pk, message=taken)
+        services.entry_insert(session_id=session.pk, entry=entry(text), max_per_session=3)
+    taken = services.entry_take_head(session_id=session.pk)
+    services.entry_insert(session_id=session.pk, entry=entry("d"), max_per_session=3)
+    restored = services.entry_restore(session_id=session.pk, entry=taken)
     assert restored.pk == taken.pk
     assert contents(session) == ["a", "b", "c", "d"]
 
 
 def test_requeue__empty_queue_gets_position_1(session):
-    services.message_requeue(session_id=session.pk, entry=entry("r"))
+    services.entry_requeue(session_id=session.pk, entry=entry("r"))
     assert positions(session) == [1]
 
 
 def test_requeue__head_at_1_shifts_positions_up(session):
     put(session, "a")
     put(session, "b")
-    services.message_requeue(session_id=session.pk, entry=entry("r"))
+    services.entry_requeue(session_id=session.pk, entry=entry("r"))
     assert contents(session) == ["r", "a", "b"]
     assert positions(session) == [1, 2, 3]
 
 
 def test_requeue__stays_at_the_head_through_10_supersede_cycles(session):
     put(session, "older")
-    services.message_requeue(session_id=session.pk, entry=entry("retry"))
+    services.entry_requeue(session_id=session.pk, entry=entry("retry"))
     for cycle in range(10):
-        services.message_insert(
-            session_id=session.pk, entry=entry(f"new-{cycle}"), max_per_session=0
-        )
-        taken = services.queue_take_head(session_id=session.pk)
+        services.entry_insert(session_id=session.pk, entry=entry(f"new-{cycle}"), max_per_session=0)
+        taken = services.entry_take_head(session_id=session.pk)
         assert taken.content == "retry"
-        services.message_requeue(session_id=session.pk, entry=entry("retry"))
+        services.entry_requeue(session_id=session.pk, entry=entry("retry"))
         assert contents(session)[0] == "retry"
     assert contents(session)[:2] == ["retry", "older"]
     assert all(p > 0 for p in positions(session))
@@ -186,8 +184,8 @@ def test_requeue__stays_at_the_head_through_10_supersede_cycles(session):
 
 def test_requeue__coalesce_match_is_replaced_in_place(session):
     put(session, "a")
-    first = services.message_requeue(session_id=session.pk, entry=entry("r1", coalesce_key="k"))
-    second = services.message_requeue(session_id=session.pk, entry=entry("r2", coalesce_key="k"))
+    first = services.entry_requeue(session_id=session.pk, entry=entry("r1", coalesce_key="k"))
+    second = services.entry_requeue(session_id=session.pk, entry=entry("r2", coalesce_key="k"))
     assert second.replaced and second.entry.pk == first.entry.pk
     assert contents(session) == ["r2", "a"]
 
@@ -196,17 +194,17 @@ def test_requeue__coalesce_match_is_replaced_in_place(session):
 
 
 def test_take_head__empty_returns_none(session):
-    assert services.queue_take_head(session_id=session.pk) is None
+    assert services.entry_take_head(session_id=session.pk) is None
 
 
 def test_reserve_head__durable_entries_stay_reserved_until_acknowledged(session):
     put(session, "plain")
-    services.message_upsert_by_coalesce_key(
+    services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("durable", "server", coalesce_key="k", durable=True)
     )
-    plain = services.queue_reserve_head(session_id=session.pk)
+    plain = services.reservation_reserve_head(session_id=session.pk)
     assert plain.content == "plain" and not QueuedMessage.objects.filter(pk=plain.pk).exists()
-    durable = services.queue_reserve_head(session_id=session.pk)
+    durable = services.reservation_reserve_head(session_id=session.pk)
     assert durable.reserved and QueuedMessage.objects.filter(pk=durable.pk).exists()
     assert contents(session) == []
     services.reservation_acknowledge(session_id=session.pk, reservation_id=durable.reservation_id)
@@ -214,10 +212,10 @@ def test_reserve_head__durable_entries_stay_reserved_until_acknowledged(session)
 
 
 def test_reserve_if_auto_run__distinguishes_paused_from_empty(session):
-    assert services.queue_reserve_head_if_auto_run(session_id=session.pk) == (None, True)
+    assert services.reservation_reserve_head_if_auto_run(session_id=session.pk) == (None, True)
     put(session, "a")
     services.session_set_auto_run(session_id=session.pk, enabled=False)
-    assert services.queue_reserve_head_if_auto_run(session_id=session.pk) == (None, False)
+    assert services.reservation_reserve_head_if_auto_run(session_id=session.pk) == (None, False)
     assert contents(session) == ["a"]
 
 
@@ -266,11 +264,9 @@ def test_reserved_entries_are_invisible_to_edits_and_deletes(session):
     put(session, "a")
     row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
     with pytest.raises(err.SessionQueueNotFound):
-        services.message_update(
-            session_id=session.pk, message_id=row.pk, queued_by="user:1", content="x"
-        )
+        services.entry_edit(session_id=session.pk, entry_id=row.pk, queued_by="user:1", content="x")
     with pytest.raises(err.SessionQueueNotFound):
-        services.message_delete(session_id=session.pk, message_id=row.pk)
+        services.entry_delete(session_id=session.pk, entry_id=row.pk)
     assert services.queue_delete_all(session_id=session.pk) == 0
     assert QueuedMessage.objects.filter(pk=row.pk).exists()
 
@@ -291,9 +287,9 @@ def test_pause_auto_run_if_pending__only_with_a_visible_entry(session):
 
 def test_update__owner_edits_content_and_null_metadata_removes_a_key(session):
     row = put(session, "a", metadata={"keep": 1, "drop": 2})
-    updated = services.message_update(
+    updated = services.entry_edit(
         session_id=session.pk,
-        message_id=row.pk,
+        entry_id=row.pk,
         queued_by="user:1",
         content="b",
         metadata_updates={"drop": None, "new": 3},
@@ -305,15 +301,15 @@ def test_update__another_owner_or_a_reserved_owner_is_not_found(session):
     row = put(session, "a", "user:1")
     agent = put(session, "b", "agent")
     with pytest.raises(err.SessionQueueNotFound):
-        services.message_update(session_id=session.pk, message_id=row.pk, queued_by="user:2")
+        services.entry_edit(session_id=session.pk, entry_id=row.pk, queued_by="user:2")
     with pytest.raises(err.SessionQueueNotFound):
-        services.message_update(session_id=session.pk, message_id=agent.pk, queued_by="agent")
+        services.entry_edit(session_id=session.pk, entry_id=agent.pk, queued_by="agent")
 
 
 def test_delete__an_id_of_another_session_is_not_found(session, other_session):
     row = put(other_session, "theirs")
     with pytest.raises(err.SessionQueueNotFound):
-        services.message_delete(session_id=session.pk, message_id=row.pk)
+        services.entry_delete(session_id=session.pk, entry_id=row.pk)
     assert contents(other_session) == ["theirs"]
 
 
@@ -333,9 +329,7 @@ def test_merge_up__joins_content_attachments_and_references(session):
     source = put(
         session, "b", attachments=[{"type": "file", "name": "y"}], metadata={"references": [1, 2]}
     )
-    target = services.message_merge_up(
-        session_id=session.pk, message_id=source.pk, queued_by="user:1"
-    )
+    target = services.entry_merge_up(session_id=session.pk, entry_id=source.pk, queued_by="user:1")
     assert target.content == "a\n\nb"
     assert [a["name"] for a in target.attachments] == ["x", "y"]
     assert target.metadata["references"] == [1, 2]
@@ -346,16 +340,14 @@ def test_merge_up__joins_content_attachments_and_references(session):
 def test_merge_up__references_are_capped(session):
     put(session, "a", metadata={"references": list(range(15))})
     source = put(session, "b", metadata={"references": list(range(10, 30))})
-    target = services.message_merge_up(
-        session_id=session.pk, message_id=source.pk, queued_by="user:1"
-    )
+    target = services.entry_merge_up(session_id=session.pk, entry_id=source.pk, queued_by="user:1")
     assert target.metadata["references"] == list(range(services.MAX_REFERENCES))
 
 
 def test_merge_up__head_source_has_no_target(session):
     head = put(session, "a")
     with pytest.raises(err.NoMergeTarget):
-        services.message_merge_up(session_id=session.pk, message_id=head.pk, queued_by="user:1")
+        services.entry_merge_up(session_id=session.pk, entry_id=head.pk, queued_by="user:1")
 
 
 def test_merge_up__mismatched_owners_are_refused(session):
@@ -363,7 +355,7 @@ def test_merge_up__mismatched_owners_are_refused(session):
     source = put(session, "b", "user:2")
     for caller in ["user:1", "user:2"]:
         with pytest.raises(err.NoMergeTarget):
-            services.message_merge_up(session_id=session.pk, message_id=source.pk, queued_by=caller)
+            services.entry_merge_up(session_id=session.pk, entry_id=source.pk, queued_by=caller)
     assert contents(session) == ["a", "b"]
 
 
@@ -371,11 +363,9 @@ def test_merge_up__agent_entries_need_the_same_sender_task(session):
     put(session, "a", "agent", metadata={"sender_task_id": "t1"})
     other = put(session, "b", "agent", metadata={"sender_task_id": "t2"})
     with pytest.raises(err.NoMergeTarget):
-        services.message_merge_up(session_id=session.pk, message_id=other.pk, queued_by="user:1")
+        services.entry_merge_up(session_id=session.pk, entry_id=other.pk, queued_by="user:1")
     same = put(session, "c", "agent", metadata={"sender_task_id": "t2"})
-    target = services.message_merge_up(
-        session_id=session.pk, message_id=same.pk, queued_by="user:1"
-    )
+    target = services.entry_merge_up(session_id=session.pk, entry_id=same.pk, queued_by="user:1")
     assert target.pk == other.pk and target.content == "b\n\nc"
 
 
@@ -384,7 +374,7 @@ def test_merge_up__reserved_target_is_refused(session):
     source = put(session, "b")
     services.reservation_reserve_for_delivery(session_id=session.pk)
     with pytest.raises(err.NoMergeTarget):
-        services.message_merge_up(session_id=session.pk, message_id=source.pk, queued_by="user:1")
+        services.entry_merge_up(session_id=session.pk, entry_id=source.pk, queued_by="user:1")
 
 
 @override_settings(SESSIONQUEUES_MANUAL_MERGE=False)
@@ -392,14 +382,12 @@ def test_merge_up__disabled_globally(session):
     put(session, "a")
     source = put(session, "b")
     with pytest.raises(err.MergeDisabled):
-        services.message_merge_up(session_id=session.pk, message_id=source.pk, queued_by="user:1")
+        services.entry_merge_up(session_id=session.pk, entry_id=source.pk, queued_by="user:1")
 
 
 def test_merge_up__missing_source_is_not_found(session):
     with pytest.raises(err.SessionQueueNotFound):
-        services.message_merge_up(
-            session_id=session.pk, message_id=uuid.uuid4(), queued_by="user:1"
-        )
+        services.entry_merge_up(session_id=session.pk, entry_id=uuid.uuid4(), queued_by="user:1")
 
 
 # --- auto-merge -------------------------------------------------------------
@@ -407,7 +395,7 @@ def test_merge_up__missing_source_is_not_found(session):
 
 def test_auto_merge__chain_of_three_folds_into_one(session):
     services.session_set_auto_merge(session_id=session.pk, enabled=True)
-    results = [services.message_insert(session_id=session.pk, entry=entry(t)) for t in "abc"]
+    results = [services.entry_insert(session_id=session.pk, entry=entry(t)) for t in "abc"]
     assert [r.merged for r in results] == [False, True, True]
     assert contents(session) == ["a\n\nb\n\nc"]
 
@@ -424,14 +412,12 @@ def test_auto_merge__incompatible_entries_stay_apart(session):
 
 def test_auto_merge__a_folding_candidate_is_admitted_at_full_capacity(session):
     services.session_set_auto_merge(session_id=session.pk, enabled=True)
-    services.message_insert(session_id=session.pk, entry=entry("x", "user:2"), max_per_session=2)
-    services.message_insert(session_id=session.pk, entry=entry("a"), max_per_session=2)
-    folded = services.message_insert(session_id=session.pk, entry=entry("b"), max_per_session=2)
+    services.entry_insert(session_id=session.pk, entry=entry("x", "user:2"), max_per_session=2)
+    services.entry_insert(session_id=session.pk, entry=entry("a"), max_per_session=2)
+    folded = services.entry_insert(session_id=session.pk, entry=entry("b"), max_per_session=2)
     assert folded.merged
     with pytest.raises(err.QueueFull):
-        services.message_insert(
-            session_id=session.pk, entry=entry("c", "user:3"), max_per_session=2
-        )
+        services.entry_insert(session_id=session.pk, entry=entry("c", "user:3"), max_per_session=2)
     assert contents(session) == ["x", "a\n\nb"]
 
 
@@ -448,10 +434,8 @@ def test_auto_merge__inherits_the_global_setting(task):
 def test_auto_merge__coalesce_and_requeue_paths_never_merge(session):
     services.session_set_auto_merge(session_id=session.pk, enabled=True)
     put(session, "a")
-    services.message_upsert_by_coalesce_key(
-        session_id=session.pk, entry=entry("b", coalesce_key="k")
-    )
-    services.message_requeue(session_id=session.pk, entry=entry("r"))
+    services.entry_upsert_by_coalesce_key(session_id=session.pk, entry=entry("b", coalesce_key="k"))
+    services.entry_requeue(session_id=session.pk, entry=entry("r"))
     assert contents(session) == ["r", "a", "b"]
 
 
@@ -460,7 +444,7 @@ def test_auto_merge__coalesce_and_requeue_paths_never_merge(session):
 
 def test_reorder__exact_permutation_is_applied_and_compacted(session):
     rows = [put(session, t) for t in "abc"]
-    services.queue_take_head(session_id=session.pk)
+    services.entry_take_head(session_id=session.pk)
     services.queue_reorder(session_id=session.pk, ordered_ids=[rows[2].pk, rows[1].pk])
     assert contents(session) == ["c", "b"]
     assert positions(session) == [1, 2]
@@ -506,7 +490,7 @@ def expect(*rows):
 def test_send_now__claims_in_queue_order_and_turns_auto_run_on(session):
     a, _b, c = (put(session, t) for t in "abc")
     services.session_set_auto_run(session_id=session.pk, enabled=False)
-    _claim, dispatch = services.send_now_claim(session_id=session.pk, expected=expect(c, a))
+    _claim, dispatch = services.queue_send_now_claim(session_id=session.pk, expected=expect(c, a))
     assert dispatch["content"] == "a\n\nc"
     assert dispatch["sources"] == [str(a.pk), str(c.pk)]
     assert contents(session) == ["b"]
@@ -518,9 +502,9 @@ def test_send_now__drift_is_claim_changed_and_nothing_moves(session):
     a, b = put(session, "a"), put(session, "b")
     stale = [SendNowExpectation(id=a.pk, content="a"), SendNowExpectation(id=b.pk, content="old")]
     with pytest.raises(err.ClaimChanged):
-        services.send_now_claim(session_id=session.pk, expected=stale)
+        services.queue_send_now_claim(session_id=session.pk, expected=stale)
     with pytest.raises(err.ClaimChanged):
-        services.send_now_claim(
+        services.queue_send_now_claim(
             session_id=session.pk, expected=[SendNowExpectation(id=uuid.uuid4(), content="a")]
         )
     assert contents(session) == ["a", "b"]
@@ -531,56 +515,56 @@ def test_send_now__reserved_source_is_reservation_conflict(session):
     a = put(session, "a")
     services.reservation_reserve_for_delivery(session_id=session.pk)
     with pytest.raises(err.ReservationConflict):
-        services.send_now_claim(session_id=session.pk, expected=expect(a))
+        services.queue_send_now_claim(session_id=session.pk, expected=expect(a))
 
 
 def test_send_now__empty_selection_is_invalid(session):
     with pytest.raises(err.InvalidSessionInput):
-        services.send_now_claim(session_id=session.pk, expected=[])
+        services.queue_send_now_claim(session_id=session.pk, expected=[])
 
 
 def test_send_now__restore_puts_every_source_back(session):
     a, _b, c = (put(session, t) for t in "abc")
-    durable = services.message_upsert_by_coalesce_key(
+    durable = services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("d", "server", coalesce_key="k", durable=True)
     ).entry
-    claim, _ = services.send_now_claim(session_id=session.pk, expected=expect(a, c, durable))
+    claim, _ = services.queue_send_now_claim(session_id=session.pk, expected=expect(a, c, durable))
     assert contents(session) == ["b"]
     put(session, "e")
-    services.send_now_restore(session_id=session.pk, claim_id=claim.pk)
+    services.queue_send_now_restore(session_id=session.pk, claim_id=claim.pk)
     assert contents(session) == ["a", "b", "c", "d", "e"]
     assert not SendNowClaim.objects.exists()
 
 
 def test_send_now__restore_after_a_destructive_change_is_refused(session):
     a, _b, c = (put(session, t) for t in "abc")
-    claim, _ = services.send_now_claim(session_id=session.pk, expected=expect(a))
-    services.message_delete(session_id=session.pk, message_id=c.pk)
+    claim, _ = services.queue_send_now_claim(session_id=session.pk, expected=expect(a))
+    services.entry_delete(session_id=session.pk, entry_id=c.pk)
     with pytest.raises(err.ClaimChanged):
-        services.send_now_restore(session_id=session.pk, claim_id=claim.pk)
+        services.queue_send_now_restore(session_id=session.pk, claim_id=claim.pk)
     assert contents(session) == ["b"]
 
 
 def test_send_now__acknowledge_removes_durable_sources_all_or_nothing(session, task):
     a = put(session, "a")
-    durable = services.message_upsert_by_coalesce_key(
+    durable = services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("d", "server", coalesce_key="k", durable=True)
     ).entry
-    claim, _ = services.send_now_claim(session_id=session.pk, expected=expect(a, durable))
-    assert services.send_now_acknowledge(session_id=session.pk, claim_id=claim.pk) == 1
+    claim, _ = services.queue_send_now_claim(session_id=session.pk, expected=expect(a, durable))
+    assert services.queue_send_now_acknowledge(session_id=session.pk, claim_id=claim.pk) == 1
     assert not QueuedMessage.objects.filter(session=session).exists()
     with pytest.raises(err.SessionQueueNotFound):
-        services.send_now_acknowledge(session_id=session.pk, claim_id=claim.pk)
+        services.queue_send_now_acknowledge(session_id=session.pk, claim_id=claim.pk)
 
 
 def test_send_now__acknowledge_after_purge_is_claim_changed(session, task):
-    durable = services.message_upsert_by_coalesce_key(
+    durable = services.entry_upsert_by_coalesce_key(
         session_id=session.pk, entry=entry("d", "server", coalesce_key="k", durable=True)
     ).entry
-    claim, _ = services.send_now_claim(session_id=session.pk, expected=expect(durable))
+    claim, _ = services.queue_send_now_claim(session_id=session.pk, expected=expect(durable))
     QueuedMessage.objects.filter(pk=durable.pk).delete()  # a purge elsewhere removed it
     with pytest.raises(err.ClaimChanged):
-        services.send_now_acknowledge(session_id=session.pk, claim_id=claim.pk)
+        services.queue_send_now_acknowledge(session_id=session.pk, claim_id=claim.pk)
 
 
 # --- purge, archive, transfer, replace --------------------------------------
@@ -591,7 +575,7 @@ def test_purge__removes_reserved_entries_too_and_bumps_the_generation(session, o
     put(session, "b")
     put(other_session, "c")
     services.reservation_reserve_for_delivery(session_id=session.pk)
-    removed, generation = services.task_purge(task_id=task.pk)
+    removed, generation = services.queue_purge_task(task_id=task.pk)
     assert (removed, generation) == (3, 1)
     assert Task.objects.get(pk=task.pk).generation == 1
     assert not QueuedMessage.objects.filter(task=task).exists()
@@ -604,7 +588,7 @@ def test_transfer__appends_after_the_destination_and_combines_auto_run(session, 
     services.pending_move_set(session_id=session.pk, move={"move_id": "m1"})
     services.session_set_auto_run(session_id=other_session.pk, enabled=True)
     services.session_set_auto_run(session_id=session.pk, enabled=False)
-    destination = services.session_transfer(source_id=session.pk, destination_id=other_session.pk)
+    destination = services.queue_transfer(source_id=session.pk, destination_id=other_session.pk)
     assert contents(other_session) == ["dest", "a", "b"]
     assert positions(other_session) == [1, 2, 3]
     assert contents(session) == []
@@ -618,7 +602,7 @@ def test_transfer__across_tasks_is_session_identity_mismatch(session):
     foreign = services.session_create(task=other_task)
     put(session, "a")
     with pytest.raises(err.SessionIdentityMismatch):
-        services.session_transfer(source_id=session.pk, destination_id=foreign.pk)
+        services.queue_transfer(source_id=session.pk, destination_id=foreign.pk)
     assert contents(session) == ["a"]
 
 
@@ -627,10 +611,10 @@ def test_identity__a_stale_incarnation_is_refused(session):
     put(session, "a")
     services.session_reincarnate(session_id=session.pk)
     with pytest.raises(err.SessionIdentityMismatch):
-        services.message_insert(session_id=session.pk, entry=entry("b"), identity=identity)
+        services.entry_insert(session_id=session.pk, entry=entry("b"), identity=identity)
     wrong_task = SessionIdentity(uuid.uuid4(), session.pk, identity.incarnation_id)
     with pytest.raises(err.SessionIdentityMismatch):
-        services.queue_take_head(session_id=session.pk, identity=wrong_task)
+        services.entry_take_head(session_id=session.pk, identity=wrong_task)
     assert contents(session) == ["a"]
 
 
@@ -638,7 +622,7 @@ def test_replace_session__keeps_ids_positions_and_owners(session):
     rows = [put(session, t, f"user:{i}") for i, t in enumerate("ab")]
     snap = [services.snapshot(r) for r in rows]
     services.queue_delete_all(session_id=session.pk)
-    services.session_replace(session_id=session.pk, entries=snap, pending_move={"move_id": "m"})
+    services.queue_replace(session_id=session.pk, entries=snap, pending_move={"move_id": "m"})
     restored = selectors.visible_entries(session)
     assert [(r.pk, r.position, r.queued_by) for r in restored] == [
         (r.pk, r.position, r.queued_by) for r in rows

@@ -6,7 +6,7 @@ from sessionqueues.dispatcher import Dispatcher
 
 class Command(ServiceCommand):
     help = (
-        "Deliver queued prompts of sessions whose auto-run is on and whose agent is ready, "
+        "Deliver queued entries of sessions whose auto-run is on and whose agent is ready, "
         "one at a time, through a deliverer (default: the app's signed webhook)."
     )
 
