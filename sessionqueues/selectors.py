@@ -51,6 +51,13 @@ class QueueStatus:
     def count(self) -> int:
         return len(self.entries)
 
+    @property
+    def generations(self) -> dict[str, int]:
+        """The fences a client compares across reads (SPEC §4): the task's
+        lifecycle generation (bumped by purges) and the session generation
+        (bumped by every destructive change)."""
+        return {"task": self.task_generation, "session": self.session.generation}
+
 
 def queue_status(*, session: Session) -> QueueStatus:
     """Visible entries in order, count, cap, auto-run, merge settings, generations."""

@@ -229,6 +229,14 @@ def test_reserve_for_delivery__keeps_the_entry_bound_to_the_incarnation(session)
     assert selectors.queue_status(session=session).count == 1
 
 
+def test_queue_status__generations_are_the_task_and_session_generations(session):
+    row = put(session, "a")
+    services.entry_delete(session_id=session.pk, entry_id=row.pk)
+    services.queue_purge_task(task_id=session.task_id)
+    session.refresh_from_db()
+    assert selectors.queue_status(session=session).generations == {"task": 1, "session": 2}
+
+
 def test_acknowledge__another_reservation_is_reservation_changed(session):
     put(session, "a")
     row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
