@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
-from sessionqueues.services import MAX_ATTACHMENTS
+from sessionqueues.services import MAX_ATTACHMENTS, SENDER_TASK_KEY
 
 MAX_CONTENT = 100_000
 
@@ -90,6 +90,13 @@ class TaskDetailSerializer(TaskSerializer):
         read_only_fields = fields
 
 
+class GenerationsSerializer(serializers.Serializer):
+    task = serializers.IntegerField(help_text="The task's lifecycle generation (bumped by purges).")
+    session = serializers.IntegerField(
+        help_text="The session generation (bumped by every destructive change)."
+    )
+
+
 class QueueStatusSerializer(serializers.Serializer):
     session = serializers.UUIDField(source="session.pk")
     task = serializers.UUIDField(source="session.task_id")
@@ -105,6 +112,7 @@ class QueueStatusSerializer(serializers.Serializer):
     auto_merge_override = serializers.SerializerMethodField()
     generation = serializers.IntegerField(source="session.generation")
     task_generation = serializers.IntegerField()
+    generations = GenerationsSerializer()
 
     def get_auto_merge_override(self, obj: Any) -> dict[str, Any] | None:
         return SessionSerializer().get_auto_merge_override(obj.session)
@@ -185,6 +193,12 @@ def _attachments_field() -> serializers.ListField:
 
 
 class EntryCreateSerializer(serializers.Serializer):
+    """An entry to queue. An agent entry names its sender task either as the
+    top-level ``sender_task_id`` (a UUID of a task of the session's app, given
+    as ``context["app"]``) or as ``metadata.sender_task_id``; either way it is
+    stored in the entry's metadata under ``sender_task_id`` (the top-level form
+    as the UUID's canonical string), where merge-up and auto-merge compare it."""
+
     content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False)
     model = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
     plan_mode = serializers.BooleanField(required=False, default=False)
@@ -196,11 +210,25 @@ class EntryCreateSerializer(serializers.Serializer):
         choices=["agent"],
         required=False,
         help_text='Only "agent", for app tokens with session:consume (needs '
-        "metadata.sender_task_id); otherwise queued_by is the authenticated principal.",
+        "sender_task_id); otherwise queued_by is the authenticated principal.",
+    )
+    sender_task_id = serializers.UUIDField(
+        required=False,
+        help_text='With queued_by "agent": the task the agent runtime queues for '
+        "(stored as metadata.sender_task_id).",
     )
 
+    def validate_sender_task_id(self, value: Any) -> Any:
+        tasks = Task.objects.filter(pk=value)
+        if "app" in self.context:
+            tasks = tasks.filter(app=self.context["app"])
+        if not tasks.exists():
+            raise serializers.ValidationError("No such task.")
+        return value
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("queued_by") == "agent" and not attrs["metadata"].get("sender_task_id"):
+        attrs["metadata"] = _with_sender_task(attrs)
+        if attrs.get("queued_by") == "agent" and not attrs["metadata"].get(SENDER_TASK_KEY):
             raise serializers.ValidationError(
                 {"metadata": ["sender_task_id is required when queued_by is agent."]}
             )
@@ -209,6 +237,22 @@ class EntryCreateSerializer(serializers.Serializer):
                 {"append_to_tail": ["Cannot be combined with coalesce_key."]}
             )
         return attrs
+
+
+def _with_sender_task(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The metadata with the top-level sender task folded in (400 when it is
+    given without queued_by agent, or disagrees with metadata's)."""
+    metadata = attrs["metadata"]
+    if "sender_task_id" not in attrs:
+        return metadata
+    sender = str(attrs.pop("sender_task_id"))
+    if attrs.get("queued_by") != "agent":
+        raise serializers.ValidationError({"sender_task_id": ["Only with queued_by agent."]})
+    if metadata.get(SENDER_TASK_KEY) not in (None, sender):
+        raise serializers.ValidationError(
+            {"sender_task_id": ["Disagrees with metadata.sender_task_id."]}
+        )
+    return {**metadata, SENDER_TASK_KEY: sender}
 
 
 class EntryUpdateSerializer(serializers.Serializer):

@@ -156,7 +156,11 @@ class MessageListView(SessionView):
         as_agent = isinstance(request.data, dict) and request.data.get("queued_by") == "agent"
         capability = Capability.SESSION_CONSUME if as_agent else Capability.SESSION_EDIT
         session, principal = self.session(request, session_id, capability)
-        data = validated(s.EntryCreateSerializer, request.data)
+        # The sender task is checked against the session's app (``validated``
+        # takes no context): a token cannot probe other apps' task ids.
+        serializer = s.EntryCreateSerializer(data=request.data, context={"app": session.task.app})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
         if as_agent and principal.app is None:
             raise err.InvalidSessionInput(
                 details={"queued_by": ["Only an agent runtime's app token may queue as agent."]}

@@ -107,6 +107,17 @@ def test_queue_status_shape(client, session):
     assert body["count"] == 1 and body["max"] == 10 and body["task_generation"] == 0
 
 
+def test_queue_status__carries_the_task_and_session_generations(client, session):
+    first = post_message(client, session, "a").json()
+    post_message(client, session, "b")
+    assert client.get(q(session)).json()["generations"] == {"task": 0, "session": 0}
+    client.delete(f"{q(session)}messages/{first['id']}/")
+    services.queue_purge_task(task_id=session.task_id)
+    body = client.get(q(session)).json()
+    assert body["generations"] == {"task": 1, "session": 2}
+    assert body["generation"] == 2 and body["task_generation"] == 1
+
+
 def test_message_create__queued_by_is_the_principal(client, editor, session):
     response = post_message(client, session, "a", queued_by_ignored="x")
     assert response.status_code == 201
@@ -176,6 +187,45 @@ def test_message_create__agent_owner_needs_a_consume_app_token(tree, client, ses
     assert ok.status_code == 201 and ok.json()["queued_by"] == "agent"
     person = post_message(client, session, "b", queued_by="agent", metadata={"sender_task_id": "t"})
     assert person.status_code == 400 and "queued_by" in person.json()["error"]["details"]
+
+
+@pytest.fixture
+def agent(tree):
+    _, secret = make_token(app=tree["app_child"], scopes=["session:consume"])
+    return bearer(secret)
+
+
+def test_entry_create__agent_names_its_sender_task_at_the_top_level(agent, session, task):
+    response = post_message(agent, session, "a", queued_by="agent", sender_task_id=str(task.pk))
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["queued_by"] == "agent" and body["metadata"] == {"sender_task_id": str(task.pk)}
+    stored = QueuedMessage.objects.get(pk=body["id"])
+    assert stored.metadata["sender_task_id"] == str(task.pk)
+
+
+def test_entry_create__both_sender_forms_are_the_same_sender_for_merging(agent, session, task):
+    post_message(agent, session, "a", queued_by="agent", metadata={"sender_task_id": str(task.pk)})
+    second = post_message(agent, session, "b", queued_by="agent", sender_task_id=str(task.pk))
+    services.entry_merge_up(session_id=session.pk, entry_id=second.json()["id"], queued_by="agent")
+    assert contents(session) == ["a\n\nb"]
+
+
+def test_entry_create__a_bad_top_level_sender_task_is_400(tree, agent, client, session, task):
+    other_app_task = services.task_create(app=tree["app_sibling"], title="elsewhere")
+    bodies = [
+        {"queued_by": "agent", "sender_task_id": "not-a-uuid"},
+        {"queued_by": "agent", "sender_task_id": str(uuid.uuid4())},
+        {"queued_by": "agent", "sender_task_id": str(other_app_task.pk)},
+        {"queued_by": "agent", "sender_task_id": str(task.pk), "metadata": {"sender_task_id": "x"}},
+    ]
+    for body in bodies:
+        response = post_message(agent, session, "a", **body)
+        assert response.status_code == 400, body
+        assert "sender_task_id" in response.json()["error"]["details"], body
+    person = post_message(client, session, "a", sender_task_id=str(task.pk))
+    assert person.status_code == 400 and "sender_task_id" in person.json()["error"]["details"]
+    assert QueuedMessage.objects.count() == 0
 
 
 def test_message_patch__owner_edits_and_null_metadata_removes(client, session):
@@ -388,4 +438,10 @@ def test_schema_documents_every_session_endpoint(api):
         assert path in paths, path
     post = paths["/api/sessions/{session_id}/queue/messages/"]["post"]
     assert {"201", "400", "404", "409"} <= set(post["responses"])
+    components = schema["components"]["schemas"]
+    assert "sender_task_id" in components["EntryCreateRequest"]["properties"]
+    status_fields = components["QueueStatus"]["properties"]
+    assert {"entries", "count", "max", "auto_run", "merge_enabled", "generations"} <= set(
+        status_fields
+    )
     assert QueuedMessage.objects.count() == 0
