@@ -3,12 +3,16 @@
 - ``common``: the session identity, the lock row, wake-ups, generations, the cap;
 - ``sessions``: tasks and sessions and their policy (``task_*``, ``session_*``);
 - ``entries``: one-entry writes (``entry_*``);
-- ``folding``: the merge compatibility rule and the fold;
-- ``ordering``: merge-up, reorder, delete-all;
-- ``reservations``: draining the head (``reservation_*``);
-- ``send_now``: send-now claims;
-- ``transfer``: transfer, replace, purge;
+- ``folding``: the merge compatibility rule and the fold (helpers only);
+- ``ordering``: ``entry_merge_up``, ``queue_reorder``, ``queue_delete_all``;
+- ``reservations``: draining the head (``entry_take_head``, ``reservation_*``);
+- ``send_now``: ``queue_send_now_claim`` / ``_restore`` / ``_acknowledge``;
+- ``transfer``: ``queue_transfer``, ``queue_replace``, ``queue_purge_task``;
 - ``pending_moves``: the deferred workflow move (``pending_move_*``).
+
+Vocabulary: a queued item is an *entry* (stored as ``QueuedMessage``);
+``entry_*`` acts on one entry, ``queue_*`` on a whole queue, ``reservation_*``
+on reserving and settling the head.
 
 Every service is one transaction that first locks the session's lock row (the
 Session row: ``select_for_update`` on PostgreSQL; SQLite's IMMEDIATE write
