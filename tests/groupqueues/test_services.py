@@ -544,7 +544,10 @@ def test_ack_batch__string_ids_and_a_repeated_pair(queue, frozen):
         acks=[(str(a.id), str(a.claim_token)), (b.id, b.claim_token), (b.id, b.claim_token)],
     )
     assert result.acked == 2
-    assert [(r.id, r.acked) for r in result.results] == [(a.id, True), (b.id, True), (b.id, True)]
+    # the repeated pair deleted nothing more: it says so (issue 12 point 8)
+    assert [(r.id, r.acked, r.reason) for r in result.results] == [
+        (a.id, True, None), (b.id, True, None), (b.id, False, "duplicate")
+    ]  # fmt: skip
     assert services.collection_depth(collection=queue) == 0
 
 
@@ -677,10 +680,10 @@ def test_ack_batch_and_claim__lost_leases_are_reported_per_entry(queue, frozen):
     clock.advance(5)  # the first lease lapsed: its ack must not land, it is claimable again
     result = _ack_batch_and_claim(queue, [stale, good, good], n=5)
     assert result.acks.acked == 1
-    # acked counts rows deleted; each entry says whether its message was acked
-    # (as message_ack_batch: a repeated pair shares its message's answer)
+    # acked counts rows deleted; each entry says whether its ack landed
+    # (as message_ack_batch: a repeated pair is a duplicate, issue 12 point 8)
     assert [(r.id, r.acked, r.reason) for r in result.acks.results] == [
-        (lapsed, False, "lease_lost"), (kept, True, None), (kept, True, None)
+        (lapsed, False, "lease_lost"), (kept, True, None), (kept, False, "duplicate")
     ]  # fmt: skip
     assert [m.id for m in result.messages] == [lapsed, waiting]
     assert result.messages[0].attempt == 2
