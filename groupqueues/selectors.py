@@ -67,6 +67,12 @@ def message_get(*, collection: Collection, id: uuid.UUID | str) -> Message:
     return found
 
 
+def message_elsewhere(*, collection: Collection, id: uuid.UUID) -> bool:
+    """Whether ``id`` names a message of another collection (token operations
+    on it answer 404, not lease_lost: SPEC §4)."""
+    return Message.objects.filter(id=id).exclude(collection_id=collection.pk).exists()
+
+
 # Each count reads one state, so PostgreSQL answers it from that state's
 # partial index (index-only when the visibility map allows): ready rows from
 # gq_msg_claimable (expires_at is INCLUDEd), claimed from gq_msg_lease, dead

@@ -331,7 +331,10 @@ class AckSerializer(serializers.Serializer):
 class AckResultSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     acked = serializers.BooleanField()
-    reason = serializers.CharField(allow_null=True, help_text="lease_lost when not acked.")
+    reason = serializers.CharField(
+        allow_null=True,
+        help_text="When not acked: lease_lost, or duplicate for a pair named earlier in the batch.",
+    )
 
 
 class AckedSerializer(serializers.Serializer):

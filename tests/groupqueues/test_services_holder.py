@@ -5,6 +5,7 @@ test_services.py along the seams of the services package)."""
 
 from __future__ import annotations
 
+import random
 import uuid
 from datetime import timedelta
 
@@ -12,8 +13,10 @@ import pytest
 
 from groupqueues import exceptions as err
 from groupqueues import services
+from groupqueues.models import Collection
 from queueproject import clock
-from tests.groupqueues.conftest import ENQUEUER, claim, claim_one, enqueue
+from queueproject.backoff import backoff_delay
+from tests.groupqueues.conftest import ENQUEUER, WORKER, claim, claim_one, enqueue, state_of
 
 pytestmark = pytest.mark.django_db
 
@@ -284,3 +287,87 @@ def test_get__other_collection_and_bad_ids_are_not_found(queue, group):
     assert (exc.value.status_code, exc.value.code) == (404, "not_found")
     with pytest.raises(err.MessageNotFound):
         services.message_get(collection=queue, id="nope")
+
+
+@pytest.mark.parametrize("action", ["ack", "nack", "fail", "extend", "release"])
+def test_cancel__then_every_token_operation_is_lease_lost(queue, action):
+    enqueue(queue)
+    held = claim_one(queue)
+    assert services.message_cancel(collection=queue, id=held.id) is True
+    extra = {"nack": {}, "fail": {"error": "x"}, "extend": {"visibility_timeout": 5}}
+    with pytest.raises(err.LeaseLost):
+        getattr(services, f"message_{action}")(
+            collection=queue, id=held.id, claim_token=held.claim_token, **extra.get(action, {})
+        )
+    result = services.message_ack_batch(collection=queue, acks=[(held.id, held.claim_token)])
+    assert (result.acked, result.results[0].reason) == (0, "lease_lost")
+
+
+# ------------------------------------------------------- a pair named twice
+
+
+@pytest.mark.parametrize("path", ["ack_batch", "ack_batch_and_claim", "ack_batch_then_claim"])
+def test_ack_batch__the_same_pair_twice_is_acked_once_then_duplicate(queue, path):
+    """Issue 12 point 8, on every path that acks a batch: message_ack_batch,
+    the one-statement ack-and-claim (PostgreSQL) and its two-step form (n=0;
+    SQLite always)."""
+    enqueue(queue, 1)
+    enqueue(queue, 2)
+    a, b = claim(queue, 2)
+    acks = [(a.id, a.claim_token), (a.id, a.claim_token), (b.id, b.claim_token)]
+    if path == "ack_batch":
+        result = services.message_ack_batch(collection=queue, acks=acks)
+    else:
+        n = 1 if path == "ack_batch_and_claim" else 0
+        result = services.message_ack_batch_and_claim(
+            collection=queue, acks=acks, worker_id=WORKER, n=n
+        ).acks
+    assert result.acked == 2
+    assert [(r.id, r.acked, r.reason) for r in result.results] == [
+        (a.id, True, None), (a.id, False, "duplicate"), (b.id, True, None)
+    ]  # fmt: skip
+    assert services.collection_depth(collection=queue) == 0
+
+
+def test_ack_batch__a_duplicate_of_a_lost_pair_is_a_duplicate(queue, frozen):
+    enqueue(queue)
+    (held,) = claim(queue, 1)
+    stale = (held.id, uuid.uuid4())
+    result = services.message_ack_batch(collection=queue, acks=[stale, stale])
+    assert result.acked == 0
+    assert [r.reason for r in result.results] == ["lease_lost", "duplicate"]
+    assert state_of(held.id) == ("claimed", None)
+
+
+# -------------------------------------------------------------- one backoff
+
+
+def test_nack__backoff_is_the_one_backoff_formula(group, frozen, monkeypatch):
+    """The nack's default delay is ``queueproject.backoff.backoff_delay`` of the
+    message's attempt and the collection's base and cap (no second copy)."""
+    monkeypatch.setattr(random, "uniform", lambda low, high: 0.75)
+    queue = services.collection_create(
+        group=group, name="retry", retry_backoff_base=0.5, retry_backoff_max=7,
+        default_max_attempts=20,
+    )  # fmt: skip
+    enqueue(queue)
+    for _ in range(8):
+        message = claim_one(queue)
+        row = services.message_nack(
+            collection=queue, id=message.id, claim_token=message.claim_token
+        )
+        expected = backoff_delay(message.attempt, base=0.5, cap=7, jitter=0.75)
+        delay = (row.deliver_after - clock.now()).total_seconds()
+        assert delay == pytest.approx(expected, abs=1e-6)
+        clock.advance(delay)
+
+
+def test_nack__backoff_reads_the_collections_current_settings(group, frozen):
+    queue = services.collection_create(group=group, name="retry", retry_backoff_base=1,
+                                       retry_backoff_max=1)  # fmt: skip
+    enqueue(queue)
+    message = claim_one(queue)
+    fresh = Collection.objects.get(pk=queue.pk)
+    services.collection_update(collection=fresh, retry_backoff_base=100, retry_backoff_max=100)
+    row = services.message_nack(collection=queue, id=message.id, claim_token=message.claim_token)
+    assert (row.deliver_after - clock.now()).total_seconds() >= 50
