@@ -162,8 +162,8 @@ _RAND_B = (1 << 62) - 1
 def new_message_ids(n: int) -> list[uuid.UUID]:
     """n message ids: UUID version 7, time-ordered, so each insert lands at the
     right edge of the ``id`` index instead of on a random leaf page (random
-    version 4 ids cost a batch insert ~15 % of its server time in page reads
-    and full-page WAL images, measured with pgbench). Within one call the ids
+    version 4 ids cost a batch insert server time in page reads and
+    full-page WAL images; figures in bench/README.md). Within one call the ids
     rise with the list (rand_a holds the position); the 62 random bits come
     from one read of the OS random source for the whole batch. The ids are
     public and not secrets (the claim token fences a message's holder)."""
@@ -177,7 +177,8 @@ _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 def _uuid(value: int) -> uuid.UUID:
     """``uuid.UUID(int=value)`` for a value known to be a 128-bit int, without
-    its argument checks: 0.5 instead of 2 µs, and a batch enqueue makes 500.
+    its argument checks, which cost more than the rest of the id (a batch
+    enqueue makes 500; figures in bench/README.md).
     Sets the two slots ``UUID.__init__`` sets (pinned against it by a test)."""
     u = object.__new__(uuid.UUID)
     object.__setattr__(u, "int", value)
@@ -276,7 +277,7 @@ class Message(models.Model):
     # The owning group, denormalised from the collection for reads and filters.
     # Integrity and the CASCADE on group delete come through ``collection``
     # (group -> collections -> messages); a second constraint and index here
-    # would cost every enqueue about a fifth of its time for nothing.
+    # would cost every enqueue a share of its time for nothing (bench/README.md).
     group = models.ForeignKey(
         Group, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
     )
@@ -287,8 +288,8 @@ class Message(models.Model):
     # collection on every call. The price: deleting a collection (an admin
     # action) scans the message table.
     # No database constraint either: its check ran once per inserted row at
-    # commit (a third of a 500-message batch's server time, with the random
-    # ids). Instead the enqueue locks the collection row once (KEY SHARE, in
+    # commit (a large share of a 500-message batch's server time, with the
+    # random ids; bench/README.md). Instead the enqueue locks the collection row once (KEY SHARE, in
     # its statement or transaction) and inserts nothing if the row is gone, and
     # a collection delete locks the row FOR UPDATE before Django's CASCADE
     # deletes its messages (``lock_collection_before_delete``): an enqueue

@@ -33,8 +33,8 @@ def uuid_array(values: list[uuid.UUID]) -> str:
 
 def ack_arrays(pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> dict[str, str]:
     """The pairs as the ``ids`` and ``tokens`` uuid[] literals of
-    ``sql.ACK_BATCH_POSTGRES``: psycopg's per-element array dumping was a fifth
-    of a batch ack in Python."""
+    ``sql.ACK_BATCH_POSTGRES``: psycopg's per-element array dumping was a
+    large share of a batch ack's Python (bench/README.md)."""
     return {"ids": uuid_array([i for i, _ in pairs]),
             "tokens": uuid_array([t for _, t in pairs])}  # fmt: skip
 
@@ -108,9 +108,10 @@ def enqueue_plain(
     settings: ProductSettings,
 ) -> list[EnqueueResult]:
     """``enqueue_rows`` for a batch of plain messages whose payloads were
-    checked and serialised together: nothing else to check per row (a fifth of
-    a 500-message batch's Python went to it). Without idempotency keys every
-    row is inserted unless the collection is gone."""
+    checked and serialised together: nothing else to check per row (a large
+    share of a 500-message batch's Python went to it; bench/README.md).
+    Without idempotency keys every row is inserted unless the collection is
+    gone."""
     params = _enqueue_params(collection, now=now, enqueued_by=enqueued_by, settings=settings)
     params.update(ids=uuid_array(ids), payloads=payloads,
                   max_attempts=collection.default_max_attempts)  # fmt: skip
