@@ -24,9 +24,8 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from groupqueues import selectors, services
-from groupqueues import validation as check
 from groupqueues.models import Collection, CollectionKind, Message, MessageState
-from groupqueues.serializers import INT32_MAX, MAX_PAYLOAD_BYTES_MAX
+from groupqueues.settings_ranges import SETTING_RANGES
 from principals.admin import CapabilityAdmin, admin_principal
 from principals.authz import Capability, has_capability, readable_groups
 from principals.models import Group
@@ -71,18 +70,23 @@ class GroupFilter(admin.SimpleListFilter):
 # --------------------------------------------------------------- collections
 
 
+def setting_field(name: str) -> forms.Field:
+    """The form field of collection setting ``name``, ranged by ``SETTING_RANGES``."""
+    r = SETTING_RANGES[name]
+    field = forms.FloatField if r.seconds else forms.IntegerField
+    return field(min_value=r.low, max_value=r.high, required=not r.nullable)
+
+
 class CollectionForm(forms.ModelForm):
     """Settings with the API's ranges; the name and group are fixed once created."""
 
-    max_payload_bytes = forms.IntegerField(min_value=1, max_value=MAX_PAYLOAD_BYTES_MAX)
-    default_max_attempts = forms.IntegerField(min_value=1, max_value=check.MAX_ATTEMPTS_MAX)
-    visibility_timeout = forms.IntegerField(
-        min_value=check.VISIBILITY_TIMEOUT_MIN, max_value=check.VISIBILITY_TIMEOUT_MAX
-    )
-    retry_backoff_base = forms.FloatField(min_value=0.001, max_value=check.DURATION_MAX)
-    retry_backoff_max = forms.FloatField(min_value=0.001, max_value=check.DURATION_MAX)
-    dead_retention = forms.IntegerField(min_value=0, max_value=check.DURATION_MAX)
-    max_depth = forms.IntegerField(min_value=1, max_value=INT32_MAX, required=False)
+    max_payload_bytes = setting_field("max_payload_bytes")
+    default_max_attempts = setting_field("default_max_attempts")
+    visibility_timeout = setting_field("visibility_timeout")
+    retry_backoff_base = setting_field("retry_backoff_base")
+    retry_backoff_max = setting_field("retry_backoff_max")
+    dead_retention = setting_field("dead_retention")
+    max_depth = setting_field("max_depth")
 
     class Meta:
         model = Collection

@@ -14,13 +14,16 @@ import os
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import ClassVar
+from operator import attrgetter, itemgetter
+from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, DateTimeField, F, Q, Value, When
 
+from groupqueues.settings_ranges import range_constraints
 from principals.models import Group
 from queueproject import notify
 
@@ -57,6 +60,37 @@ class DeadReason(models.TextChoices):
 
 
 LIVE_STATES = (MessageState.READY, MessageState.CLAIMED)
+
+# THE claim order, as (field, descending) pairs: priority DESC, ready time
+# ASC, enqueue order ASC. ``MessageQuerySet.in_claim_order`` and
+# ``claim_order_key`` are built from it; the ORDER BYs of ``sql.CLAIM_POSTGRES``
+# and the column order of the ``gq_msg_claimable`` index spell it out again,
+# and ``tests/groupqueues/test_claim_order.py`` pins them to this tuple.
+CLAIM_ORDER: tuple[tuple[str, bool], ...] = (
+    ("priority", True),
+    ("deliver_after", False),
+    ("seq", False),
+)
+
+
+def claim_order_key(by: str = "attr") -> Callable[[Any], tuple[Any, ...]]:
+    """A Python sort key putting objects (``by="attr"``) or dicts (``by="item"``)
+    in ``CLAIM_ORDER``: the claim statements do not return rows in order.
+    Descending fields must be numbers (they are negated)."""
+    names = [name for name, _ in CLAIM_ORDER]
+    get = (attrgetter if by == "attr" else itemgetter)(*names)
+    descending = [desc for _, desc in CLAIM_ORDER]
+
+    def key(row: Any) -> tuple[Any, ...]:
+        return tuple([-v if desc else v for v, desc in zip(get(row), descending, strict=True)])
+
+    return key
+
+
+# The fields a claim sets, cleared: what a message given back or killed loses.
+_NOT_HELD: dict[str, Any] = {
+    "claim_token": None, "claimed_by": "", "claimed_at": None, "lease_expires_at": None,
+}  # fmt: skip
 
 
 def collection_channel(collection_id: object) -> str:
@@ -101,17 +135,7 @@ class Collection(models.Model):
             models.CheckConstraint(
                 condition=Q(kind__in=CollectionKind.values), name="gq_collection_kind_valid"
             ),
-            models.CheckConstraint(
-                condition=Q(default_max_attempts__gte=1), name="gq_collection_max_attempts_min"
-            ),
-            models.CheckConstraint(
-                condition=Q(visibility_timeout__gte=1), name="gq_collection_visibility_min"
-            ),
-            models.CheckConstraint(
-                condition=Q(retry_backoff_base__gte=0)
-                & Q(retry_backoff_max__gte=models.F("retry_backoff_base")),
-                name="gq_collection_backoff_range",
-            ),
+            *range_constraints(),
         ]
 
     def __str__(self) -> str:
@@ -138,8 +162,8 @@ _RAND_B = (1 << 62) - 1
 def new_message_ids(n: int) -> list[uuid.UUID]:
     """n message ids: UUID version 7, time-ordered, so each insert lands at the
     right edge of the ``id`` index instead of on a random leaf page (random
-    version 4 ids cost a batch insert ~15 % of its server time in page reads
-    and full-page WAL images, measured with pgbench). Within one call the ids
+    version 4 ids cost a batch insert server time in page reads and
+    full-page WAL images; figures in bench/README.md). Within one call the ids
     rise with the list (rand_a holds the position); the 62 random bits come
     from one read of the OS random source for the whole batch. The ids are
     public and not secrets (the claim token fences a message's holder)."""
@@ -153,7 +177,8 @@ _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 def _uuid(value: int) -> uuid.UUID:
     """``uuid.UUID(int=value)`` for a value known to be a 128-bit int, without
-    its argument checks: 0.5 instead of 2 µs, and a batch enqueue makes 500.
+    its argument checks, which cost more than the rest of the id (a batch
+    enqueue makes 500; figures in bench/README.md).
     Sets the two slots ``UUID.__init__`` sets (pinned against it by a test)."""
     u = object.__new__(uuid.UUID)
     object.__setattr__(u, "int", value)
@@ -208,7 +233,39 @@ class MessageQuerySet(models.QuerySet["Message"]):
         return self.filter(id=id, claim_token=claim_token, lease_expires_at__gt=now)
 
     def in_claim_order(self) -> MessageQuerySet:
-        return self.order_by("-priority", "deliver_after", "seq")
+        """Ordered by ``CLAIM_ORDER``."""
+        return self.order_by(*[("-" if desc else "") + name for name, desc in CLAIM_ORDER])
+
+    def key_holders(self, keys: list[str | None]) -> dict[str | None, uuid.UUID]:
+        """idempotency key -> id of the message holding it (among these rows)."""
+        return dict(self.filter(idempotency_key__in=keys).values_list("idempotency_key", "id"))
+
+    # ---- state transitions: each one UPDATE of the rows the caller fenced
+
+    def kill(self, *, reason: str, now: datetime, **also: Any) -> int:
+        """These rows become dead for ``reason`` now, no longer held by anyone
+        (plus the ``also`` changes). Returns how many."""
+        return self.update(
+            state=MessageState.DEAD, dead_reason=reason, died_at=now, **_NOT_HELD, **also
+        )
+
+    def unclaim(self, **also: Any) -> int:
+        """These rows become ready, no longer held (token and lease cleared),
+        plus the ``also`` changes. Returns how many."""
+        return self.update(state=MessageState.READY, **_NOT_HELD, **also)
+
+    def retry_or_die(self, *, now: datetime, **also: Any) -> int:
+        """These rows are given back: ready again, or dead ``exhausted`` when
+        they have used all their attempts (decided per row in the UPDATE
+        itself); no longer held either way. Returns how many."""
+        out = Q(attempt__gte=F("max_attempts"))
+        return self.update(
+            state=Case(When(out, then=Value(MessageState.DEAD)), default=Value(MessageState.READY)),
+            dead_reason=Case(When(out, then=Value(DeadReason.EXHAUSTED)), default=None),
+            died_at=Case(When(out, then=Value(now)), default=None, output_field=DateTimeField()),
+            **_NOT_HELD,
+            **also,
+        )
 
 
 class Message(models.Model):
@@ -220,7 +277,7 @@ class Message(models.Model):
     # The owning group, denormalised from the collection for reads and filters.
     # Integrity and the CASCADE on group delete come through ``collection``
     # (group -> collections -> messages); a second constraint and index here
-    # would cost every enqueue about a fifth of its time for nothing.
+    # would cost every enqueue a share of its time for nothing (bench/README.md).
     group = models.ForeignKey(
         Group, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
     )
@@ -231,8 +288,8 @@ class Message(models.Model):
     # collection on every call. The price: deleting a collection (an admin
     # action) scans the message table.
     # No database constraint either: its check ran once per inserted row at
-    # commit (a third of a 500-message batch's server time, with the random
-    # ids). Instead the enqueue locks the collection row once (KEY SHARE, in
+    # commit (a large share of a 500-message batch's server time, with the
+    # random ids; bench/README.md). Instead the enqueue locks the collection row once (KEY SHARE, in
     # its statement or transaction) and inserts nothing if the row is gone, and
     # a collection delete locks the row FOR UPDATE before Django's CASCADE
     # deletes its messages (``lock_collection_before_delete``): an enqueue

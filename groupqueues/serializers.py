@@ -20,9 +20,8 @@ from groupqueues.exceptions import InvalidQueueInput
 from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind, Message
 from groupqueues.selectors import QueueStats
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
+from groupqueues.settings_ranges import SETTING_RANGES
 
-INT32_MAX = 2**31 - 1
-MAX_PAYLOAD_BYTES_MAX = 64 * 1024 * 1024
 WAIT_SECONDS_MAX = 20
 MAX_REDRIVE_IDS = 1000
 
@@ -129,20 +128,25 @@ class QueueStatsSerializer(serializers.Serializer):
         return QueueStatsSerializer(stats).data
 
 
+def setting_field(name: str, **kwargs: Any) -> serializers.Field:
+    """The field of collection setting ``name``, ranged by ``SETTING_RANGES``."""
+    r = SETTING_RANGES[name]
+    field = StrictFloatField if r.seconds else StrictIntegerField
+    if r.nullable:
+        kwargs["allow_null"] = True
+    return field(min_value=r.low, max_value=r.high, **kwargs)
+
+
 class CollectionSettingsSerializer(serializers.Serializer):
     """The settings of a collection (PATCH: any subset)."""
 
-    max_payload_bytes = StrictIntegerField(min_value=1, max_value=MAX_PAYLOAD_BYTES_MAX)
-    default_max_attempts = StrictIntegerField(min_value=1, max_value=check.MAX_ATTEMPTS_MAX)
-    visibility_timeout = StrictIntegerField(
-        min_value=check.VISIBILITY_TIMEOUT_MIN, max_value=check.VISIBILITY_TIMEOUT_MAX
-    )
-    retry_backoff_base = StrictFloatField(min_value=0.001, max_value=check.DURATION_MAX)
-    retry_backoff_max = StrictFloatField(min_value=0.001, max_value=check.DURATION_MAX)
-    dead_retention = StrictIntegerField(min_value=0, max_value=check.DURATION_MAX)
-    max_depth = StrictIntegerField(
-        min_value=1, max_value=INT32_MAX, allow_null=True, help_text="null: no limit."
-    )
+    max_payload_bytes = setting_field("max_payload_bytes")
+    default_max_attempts = setting_field("default_max_attempts")
+    visibility_timeout = setting_field("visibility_timeout")
+    retry_backoff_base = setting_field("retry_backoff_base")
+    retry_backoff_max = setting_field("retry_backoff_max")
+    dead_retention = setting_field("dead_retention")
+    max_depth = setting_field("max_depth", help_text="null: no limit.")
     paused = StrictBooleanField(help_text="Claims answer nothing while paused.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -327,7 +331,10 @@ class AckSerializer(serializers.Serializer):
 class AckResultSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     acked = serializers.BooleanField()
-    reason = serializers.CharField(allow_null=True, help_text="lease_lost when not acked.")
+    reason = serializers.CharField(
+        allow_null=True,
+        help_text="When not acked: lease_lost, or duplicate for a pair named earlier in the batch.",
+    )
 
 
 class AckedSerializer(serializers.Serializer):

@@ -57,7 +57,8 @@ def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> N
     five runs and then keeps the generic plan only if its estimated cost is
     close to theirs. The claim's generic plan never is (``LIMIT $n`` and
     ``deliver_after <= $now`` are estimated blind), so the claim would be
-    planned on every call: ~0.5 ms of a ~1.1 ms claim+ack at batch 1 here. The
+    planned on every call, a large share of a claim+ack at batch 1
+    (bench/README.md). The
     generic plan is the same plan (index scans on the partial indexes,
     LockRows, LIMIT; pinned by ``tests/groupqueues/test_queries.py``). Only
     statements bound server-side are affected: Django's own are not prepared."""
@@ -75,7 +76,7 @@ def _prepared_cursor_class() -> type:
     class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
         """Binds server-side, prepares every statement it runs, and reads results
         in binary (psycopg's C loaders; Django's text loader for timestamptz is
-        pure Python and was a tenth of a batch claim)."""
+        pure Python and showed in a batch claim's profile)."""
 
         def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
             return super().execute(query, params, prepare=True, binary=True)
@@ -97,6 +98,9 @@ def _prepared_cursor_class() -> type:
 # - ``async_commit`` (QUEUE_ASYNC_COMMIT_CLAIMS, only in autocommit): ``open``
 #   also turns synchronous_commit off for this statement's own transaction, so
 #   its commit does not wait for the WAL flush (no extra round trip).
+# - "claim order" is ``models.CLAIM_ORDER`` (priority DESC, deliver_after,
+#   seq), spelled out in each ORDER BY below; tests/groupqueues/
+#   test_claim_order.py pins every one of them to that tuple.
 # - ``picked`` keeps the first n of the union in claim order; the rest of the
 #   locked rows are released at commit untouched.
 # - the UPDATE claims the picked rows with a fresh random token each
@@ -159,7 +163,7 @@ CLAIM_POSTGRES = "WITH" + _CLAIM_CTES + _CLAIM_UPDATE
 # take gq_msg_lease instead (``collection_id = … AND lease_expires_at > now``),
 # which looks cheap when the statistics saw few claimed rows but holds every
 # in-flight claim of the collection, and, until vacuumed, every claim since
-# (6 ms per batch ack of 100 in the bench, growing with each batch).
+# (so the ack grows slower with each batch; bench/README.md).
 ACK_POSTGRES = """
 DELETE FROM groupqueues_message
 WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_id)s
@@ -250,8 +254,8 @@ FROM ins
 # Enqueue a batch of plain messages (no option set, so no idempotency key):
 # ENQUEUE_POSTGRES without the options array and without ON CONFLICT, whose
 # speculative insertion costs every row an extra WAL record; it answers one
-# row, the count inserted (0: the collection is gone), instead of every id.
-# Server time for 500 rows: 3.0 instead of 3.5 ms (EXPLAIN ANALYZE, interleaved).
+# row, the count inserted (0: the collection is gone), instead of every id
+# (less server time per batch; bench/README.md).
 ENQUEUE_PLAIN_POSTGRES = (
     _LOCK_QUEUE
     + ", ins AS (\n"
@@ -300,8 +304,8 @@ WHERE seq = %s AND state IN ('ready', 'claimed')
 # Ack a batch: one DELETE of the (id, token) pairs still held; RETURNING says
 # which landed. ``{ids}`` is "%s, " once per pair and ``{pairs}`` "(%s, %s), ":
 # SQLite finds the rows through the ``id`` index only from a plain ``id IN``
-# list; with the row-value IN alone it scanned the whole table (23 ms per ack
-# of 100 beside 130,000 rows of other collections).
+# list; with the row-value IN alone it scanned the whole table, rows of other
+# collections included (bench/README.md).
 ACK_BATCH_SQLITE = """
 DELETE FROM groupqueues_message
 WHERE id IN ({ids}) AND collection_id = %s AND lease_expires_at > %s

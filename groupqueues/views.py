@@ -23,7 +23,12 @@ from rest_framework.views import APIView
 
 from groupqueues import selectors, services
 from groupqueues import serializers as s
-from groupqueues.exceptions import CollectionNotFound, InvalidQueueInput, MessageNotFound
+from groupqueues.exceptions import (
+    CollectionNotFound,
+    InvalidQueueInput,
+    LeaseLost,
+    MessageNotFound,
+)
 from groupqueues.models import Collection
 from groupqueues.openapi import (
     APP_ROUTE,
@@ -268,8 +273,9 @@ class AckView(APIView):
 @QUEUE_ROUTE
 class HolderActionView(APIView):
     """nack / fail / extend / release: the message as ``get`` shows it, 409
-    lease_lost when the claim is no longer held, 404 when the collection has no
-    such message."""
+    lease_lost when the claim is no longer held (also once the message was
+    acked or cancelled: its holder learns it lost the claim), 404 when the id
+    names a message of another collection."""
 
     serializer_class: type[s.HeldSerializer] = s.HeldSerializer
 
@@ -279,8 +285,12 @@ class HolderActionView(APIView):
     def post(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_CONSUME, g, q)
         data = validated(self.serializer_class, request.data)
-        services.message_get(collection=collection, id=data["id"])  # 404 before 409
-        message = self.act(collection, data)
+        try:
+            message = self.act(collection, data)
+        except LeaseLost:
+            if selectors.message_elsewhere(collection=collection, id=data["id"]):
+                raise MessageNotFound() from None
+            raise
         return Response(message_body(message, collection))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from groupqueues import services
+from groupqueues.models import Message
 from queueproject import clock
 from tests.factories import GroupFactory
 
@@ -45,3 +46,8 @@ def claim(queue, n=1, **opts):
 def claim_one(queue, **opts):
     (message,) = claim(queue, 1, **opts)
     return message
+
+
+def state_of(message_id):
+    """(state, dead_reason) of the message, None once it is gone."""
+    return Message.objects.filter(id=message_id).values_list("state", "dead_reason").first()

@@ -283,9 +283,31 @@ def test_cancel__a_claimed_message_then_its_holder_loses_the_lease(tree, queue, 
     (claimed,) = claim(editor, tree["child"])
     assert editor.delete(q_url(tree["child"], rest=f"messages/{message_id}/")).status_code == 204
     body = {"id": message_id, "claim_token": claimed["claim_token"]}
-    # the message is gone: 404 before any lease check
+    # the holder learns it lost the claim, as its ack does (issue 12 point 3)
     assert_error(post(editor, q_url(tree["child"], rest="extend/"),
-                      {**body, "visibility_timeout": 10}), 404, "not_found")  # fmt: skip
+                      {**body, "visibility_timeout": 10}), 409, "lease_lost")  # fmt: skip
+
+
+@pytest.mark.parametrize("action", ["nack", "fail", "extend", "release"])
+def test_cancel__then_every_holder_action_is_409_lease_lost(tree, queue, editor, action):
+    message_id = enqueue(editor, tree["child"])
+    (claimed,) = claim(editor, tree["child"])
+    assert editor.delete(q_url(tree["child"], rest=f"messages/{message_id}/")).status_code == 204
+    body = {"id": message_id, "claim_token": claimed["claim_token"], "visibility_timeout": 10}
+    response = post(editor, q_url(tree["child"], rest=f"{action}/"), body)
+    assert_error(response, 409, "lease_lost")
+    assert not Message.objects.filter(id=message_id).exists()
+
+
+def test_cancel__then_the_holders_batch_ack_is_lease_lost(tree, queue, editor):
+    message_id = enqueue(editor, tree["child"])
+    (claimed,) = claim(editor, tree["child"])
+    assert editor.delete(q_url(tree["child"], rest=f"messages/{message_id}/")).status_code == 204
+    acks = [{"id": message_id, "claim_token": claimed["claim_token"]}]
+    response = post(editor, q_url(tree["child"], rest="ack/"), {"acks": acks})
+    assert response.status_code == 200
+    assert response.json()["acked"] == 0
+    assert response.json()["results"][0]["reason"] == "lease_lost"
 
 
 def test_cancel__viewer_is_403_and_nothing_changes(tree, queue, editor, viewer):
@@ -372,6 +394,20 @@ def test_ack__twice_is_lease_lost(tree, queue, editor):
     assert post(editor, q_url(tree["child"], rest="ack/"), body).json()["acked"] == 1
     again = post(editor, q_url(tree["child"], rest="ack/"), body).json()
     assert again["acked"] == 0 and again["results"][0]["reason"] == "lease_lost"
+
+
+def test_ack__the_same_pair_twice_acks_once_and_says_duplicate(tree, queue, editor):
+    message_id = enqueue(editor, tree["child"])
+    (claimed,) = claim(editor, tree["child"])
+    pair = {"id": message_id, "claim_token": claimed["claim_token"]}
+    response = post(editor, q_url(tree["child"], rest="ack/"), {"acks": [pair, pair]})
+    assert response.status_code == 200
+    assert response.json() == {
+        "acked": 1,
+        "results": [{"id": message_id, "acked": True, "reason": None},
+                    {"id": message_id, "acked": False, "reason": "duplicate"}],
+    }  # fmt: skip
+    assert not Message.objects.exists()
 
 
 def test_ack__a_bad_entry_is_400_with_its_index(tree, queue, editor):

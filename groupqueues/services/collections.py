@@ -1,0 +1,143 @@
+"""Collections: declare and change them, and the small helpers every other
+section of the services asks about a collection (is it a queue, wake its
+consumers, it is gone)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from groupqueues import exceptions as err
+from groupqueues import validation as check
+from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind
+from groupqueues.settings_ranges import SETTING_RANGES
+from principals.models import Group
+from queueproject import notify
+
+_UNSET: Any = object()
+
+
+def collection_require_queue(collection: Collection) -> Collection:
+    """The collection, if it is a queue; else CollectionNotFound (404
+    collection_not_found)."""
+    if collection.kind != CollectionKind.QUEUE:
+        raise err.CollectionNotFound(f"{collection.name!r} is not a queue collection.")
+    return collection
+
+
+def collection_wake(collection: Collection) -> None:
+    """Wake long-polls and workers of the collection (at commit)."""
+    notify.notify(collection.wake_channel)
+
+
+def collection_gone(collection: Collection) -> err.CollectionNotFound:
+    """The error for a collection deleted while a write was on its way."""
+    return err.CollectionNotFound(f"The queue {collection.name!r} no longer exists.")
+
+
+def _check_setting(name: str, value: Any) -> Any:
+    """One setting checked against ``SETTING_RANGES`` (``paused``: a boolean)."""
+    if name == "paused":
+        if not isinstance(value, bool):
+            raise err.InvalidQueueInput.field(name, "Must be a boolean.")
+        return value
+    r = SETTING_RANGES[name]
+    if value is None and r.nullable:
+        return None
+    if not r.seconds:
+        return check.check_int(value, name, low=int(r.low), high=int(r.high))
+    value = check.check_seconds(value, name)  # the type, and at most check.DURATION_MAX
+    if not r.low <= value <= r.high:
+        raise err.InvalidQueueInput.field(name, f"Must be at least {r.low} s.")
+    return value
+
+
+def _check_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """The given settings, checked (``_UNSET`` ones left out)."""
+    return {n: _check_setting(n, v) for n, v in values.items() if v is not _UNSET}
+
+
+def _check_backoff(collection: Collection) -> None:
+    if collection.retry_backoff_max < collection.retry_backoff_base:
+        raise err.InvalidQueueInput.field(
+            "retry_backoff_max", "Must be at least retry_backoff_base."
+        )
+
+
+def collection_create(
+    *,
+    group: Group,
+    name: str,
+    kind: str = CollectionKind.QUEUE,
+    max_payload_bytes: int = _UNSET,
+    default_max_attempts: int = _UNSET,
+    visibility_timeout: int = _UNSET,
+    retry_backoff_base: float = _UNSET,
+    retry_backoff_max: float = _UNSET,
+    dead_retention: int = _UNSET,
+    max_depth: int | None = _UNSET,
+    paused: bool = _UNSET,
+) -> Collection:
+    """Declare a collection on ``group``; omitted settings take their defaults.
+    Raises InvalidQueueInput, CollectionExists (409 already_exists)."""
+    if not isinstance(name, str) or not COLLECTION_NAME_VALIDATOR.regex.match(name):
+        raise err.InvalidQueueInput.field("name", str(COLLECTION_NAME_VALIDATOR.message))
+    if kind not in CollectionKind.values:
+        raise err.InvalidQueueInput.field("kind", f"Must be one of {CollectionKind.values}.")
+    settings = _check_settings(
+        {
+            "max_payload_bytes": max_payload_bytes,
+            "default_max_attempts": default_max_attempts,
+            "visibility_timeout": visibility_timeout,
+            "retry_backoff_base": retry_backoff_base,
+            "retry_backoff_max": retry_backoff_max,
+            "dead_retention": dead_retention,
+            "max_depth": max_depth,
+            "paused": paused,
+        }
+    )
+    collection = Collection(group=group, name=name, kind=kind, **settings)
+    _check_backoff(collection)
+    try:
+        with transaction.atomic():
+            collection.save(force_insert=True)
+    except IntegrityError as exc:
+        raise err.CollectionExists(
+            f"Group {group.slug!r} already declares a collection {name!r}."
+        ) from exc
+    return collection
+
+
+def collection_update(
+    *,
+    collection: Collection,
+    max_payload_bytes: int = _UNSET,
+    default_max_attempts: int = _UNSET,
+    visibility_timeout: int = _UNSET,
+    retry_backoff_base: float = _UNSET,
+    retry_backoff_max: float = _UNSET,
+    dead_retention: int = _UNSET,
+    max_depth: int | None = _UNSET,
+    paused: bool = _UNSET,
+) -> Collection:
+    """Change the given settings (pause/resume with ``paused``); others stay.
+    Existing messages keep their own max_attempts. Raises InvalidQueueInput."""
+    settings = _check_settings(
+        {
+            "max_payload_bytes": max_payload_bytes,
+            "default_max_attempts": default_max_attempts,
+            "visibility_timeout": visibility_timeout,
+            "retry_backoff_base": retry_backoff_base,
+            "retry_backoff_max": retry_backoff_max,
+            "dead_retention": dead_retention,
+            "max_depth": max_depth,
+            "paused": paused,
+        }
+    )
+    for name, value in settings.items():
+        setattr(collection, name, value)
+    _check_backoff(collection)
+    if settings:
+        Collection.objects.filter(pk=collection.pk).update(**settings)
+    return collection

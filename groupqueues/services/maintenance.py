@@ -1,0 +1,113 @@
+"""Maintenance sweeps and bulk operations: reclaim lapsed leases, expire and
+prune, drop exhausted, redrive the dead, purge. Each is one fenced UPDATE or
+DELETE (prune: in chunks), so an ack, nack or extend that landed first wins."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F
+
+from groupqueues import exceptions as err
+from groupqueues import validation as check
+from groupqueues.models import Collection, DeadReason, Message, MessageQuerySet, MessageState
+from groupqueues.services.collections import collection_require_queue, collection_wake
+from groupqueues.services.types import SweepResult
+from queueproject import clock
+
+PRUNE_CHUNK = 5000
+
+
+def _scope(collection: Collection | None) -> MessageQuerySet:
+    return Message.objects.of(collection) if collection is not None else Message.objects.all()
+
+
+def messages_reclaim_expired(*, collection: Collection | None = None) -> int:
+    """Claimed messages whose lease lapsed become ready again (or dead
+    ``exhausted`` when out of attempts), in one UPDATE fenced by state and lease,
+    so an ack or extend that landed first wins; wakes the collection's
+    consumers. ``collection=None``: every collection with lapsed leases, one
+    transaction each. Returns how many changed."""
+    now = clock.now()
+    if collection is None:
+        lapsed = Message.objects.lease_lapsed(now).values_list("collection_id", flat=True)
+        collections = Collection.objects.filter(pk__in=set(lapsed))
+        return sum(messages_reclaim_expired(collection=c) for c in collections)
+    with transaction.atomic():
+        count = Message.objects.of(collection).lease_lapsed(now).retry_or_die(now=now)
+        if count:
+            collection_wake(collection)
+    return count
+
+
+def messages_sweep_expired(*, collection: Collection | None = None) -> SweepResult:
+    """Live messages past ``expires_at`` become dead ``expired`` (one UPDATE);
+    then dead messages past their collection's ``dead_retention`` are deleted
+    (``messages_prune_dead``). All collections when ``collection`` is None."""
+    now = clock.now()
+    live = _scope(collection).live().filter(expires_at__lte=now)
+    expired = live.kill(reason=DeadReason.EXPIRED, now=now)
+    return SweepResult(expired, messages_prune_dead(collection=collection))
+
+
+def messages_prune_dead(*, collection: Collection | None = None) -> int:
+    """Delete dead messages that died more than ``dead_retention`` ago, in
+    chunks of 5,000 rows (one short DELETE each). Returns how many."""
+    now = clock.now()
+    collections = [collection] if collection is not None else Collection.objects.queues()
+    return sum(_prune(c, now - timedelta(seconds=c.dead_retention)) for c in collections)
+
+
+def _prune(collection: Collection, died_before: datetime) -> int:
+    old = Message.objects.of(collection).dead().filter(died_at__lte=died_before)
+    total = 0
+    while True:
+        chunk = list(old.values_list("seq", flat=True)[:PRUNE_CHUNK])
+        if not chunk:
+            break
+        deleted, _ = Message.objects.filter(seq__in=chunk, state=MessageState.DEAD).delete()
+        total += deleted
+        if len(chunk) < PRUNE_CHUNK:
+            break
+    return total
+
+
+def messages_drop_exhausted(*, collection: Collection | None = None) -> int:
+    """Ready messages with attempt ≥ max_attempts become dead ``exhausted``
+    (one UPDATE). Returns how many."""
+    ready = _scope(collection).ready().filter(attempt__gte=F("max_attempts"))
+    return ready.kill(reason=DeadReason.EXHAUSTED, now=clock.now())
+
+
+def messages_redrive(
+    *, collection: Collection, ids: Sequence[uuid.UUID | str] | None = None, all: bool = False
+) -> int:
+    """Dead messages (the given ``ids``, or every one with ``all=True``) become
+    ready at once with attempt 0; last_error is kept. One UPDATE fenced by the
+    dead state; wakes consumers. Returns how many."""
+    if (ids is None) == (not all):
+        raise err.InvalidQueueInput.field("ids", "Give ids or all=True (one of them).")
+    dead = Message.objects.of(collection).dead()
+    if ids is not None:
+        dead = dead.filter(id__in=[check.check_uuid(i, "ids") for i in ids])
+    with transaction.atomic():
+        count = dead.update(
+            state=MessageState.READY, attempt=0, deliver_after=clock.now(), dead_reason=None,
+            died_at=None,
+        )  # fmt: skip
+        if count:
+            collection_wake(collection)
+    return count
+
+
+def collection_purge(*, collection: Collection, include_dead: bool = False) -> int:
+    """Delete every ready message of the collection (and the dead ones with
+    ``include_dead``); claimed messages are left to their holders. One DELETE.
+    Returns how many."""
+    states = [MessageState.READY, MessageState.DEAD] if include_dead else [MessageState.READY]
+    queue = collection_require_queue(collection)
+    deleted, _ = Message.objects.of(queue).filter(state__in=states).delete()
+    return deleted
