@@ -126,7 +126,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "queueproject.exceptions.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": ["queueproject.throttling.PrincipalRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["principals.throttling.PrincipalRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "principal": env.str("API_THROTTLE_RATE", default="6000/min"),
     },
