@@ -1,12 +1,16 @@
 """Demo queues for ``seed_demo`` (idempotent): ``emails`` and ``thumbnails`` on
 group ``acme`` (so the apps ``storefront`` and ``billing`` both resolve them),
-with a few messages keyed by idempotency keys so re-running adds nothing."""
+with a few messages keyed by idempotency keys so re-running adds nothing; then
+the demo triggers of ``demo_consumers``."""
 
 from typing import Any
 
-from groupqueues import services
+from groupqueues import demo_consumers, services
 from groupqueues.models import Collection
 from principals.models import Group
+
+# After the principals demo, whose group ``acme`` owns the queues.
+DEMO_ORDER = 20
 
 DEMO_QUEUES: dict[str, dict[str, Any]] = {
     "emails": {"default_max_attempts": 5, "visibility_timeout": 60},
@@ -26,6 +30,11 @@ DEMO_MESSAGES: dict[str, list[dict[str, Any]]] = {
 
 
 def seed(*, admin_user: Any, log: Any) -> None:
+    _seed_queues(log)
+    demo_consumers.seed(admin_user=admin_user, log=log)
+
+
+def _seed_queues(log: Any) -> None:
     acme = Group.objects.filter(slug="acme").first()
     if acme is None:  # the principals demo did not run
         return
