@@ -52,6 +52,9 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "queueproject.urls"
+# The apps' API URLconfs, mounted under /api/ in this order by queueproject/urls.py
+# (named here so that the shared layer names no app).
+API_URLCONFS = ["principals.urls", "groupqueues.urls", "sessionqueues.urls"]
 WSGI_APPLICATION = "queueproject.wsgi.application"
 ASGI_APPLICATION = "queueproject.asgi.application"
 
