@@ -1,7 +1,7 @@
 """Demo queues for ``seed_demo`` (idempotent): ``emails`` and ``thumbnails`` on
 group ``acme`` (so the apps ``storefront`` and ``billing`` both resolve them),
-with a few messages keyed by idempotency keys so re-running adds nothing; then
-the demo triggers of ``demo_consumers``."""
+with a few messages keyed by idempotency keys so re-running adds nothing.
+``seed_demo`` then runs the demo triggers of ``demo_consumers`` (``DEMO_SEEDS``)."""
 
 from typing import Any
 
@@ -30,11 +30,6 @@ DEMO_MESSAGES: dict[str, list[dict[str, Any]]] = {
 
 
 def seed(*, admin_user: Any, log: Any) -> None:
-    _seed_queues(log)
-    demo_consumers.seed(admin_user=admin_user, log=log)
-
-
-def _seed_queues(log: Any) -> None:
     acme = Group.objects.filter(slug="acme").first()
     if acme is None:  # the principals demo did not run
         return
@@ -52,3 +47,6 @@ def _seed_queues(log: Any) -> None:
         )
         if created := sum(r.created for r in results):
             log(f"{created} messages in acme/{name}")
+
+
+DEMO_SEEDS = [seed, demo_consumers.seed]

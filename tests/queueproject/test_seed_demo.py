@@ -39,3 +39,4 @@ def test_seed_demo__second_run_adds_nothing():
     call_command("seed_demo", stdout=StringIO())
     assert counts() == first
     assert first["groupqueues.Message"] > 0 and first["sessionqueues.QueuedMessage"] > 0
+    assert first["groupqueues.Trigger"] > 0  # groupqueues.demo's second seeder (DEMO_SEEDS)

@@ -3,6 +3,8 @@
 Every installed app may contribute a ``demo`` module (``<app>/demo.py``) with
 ``seed(*, admin_user, log)``; this command finds them the way Django's
 ``autodiscover_modules`` finds ``admin`` modules, so it names no app itself.
+A demo module with more than one seeder lists them, in order, in ``DEMO_SEEDS``
+(default: ``[seed]``).
 
 Ordering rule: ascending ``DEMO_ORDER`` (an optional int in the demo module,
 :data:`DEFAULT_ORDER` when absent), ties in ``INSTALLED_APPS`` order. A demo
@@ -43,5 +45,6 @@ class Command(ServiceCommand):
         User = get_user_model()
         admin_user = User.objects.filter(username=opts["admin"]).first()
         for module in demo_modules():
-            module.seed(admin_user=admin_user, log=lambda m: self.stdout.write(f"  created {m}"))
+            for seed in getattr(module, "DEMO_SEEDS", [module.seed]):
+                seed(admin_user=admin_user, log=lambda m: self.stdout.write(f"  created {m}"))
         self.stdout.write(self.style.SUCCESS("Demo data is in place."))
