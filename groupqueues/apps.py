@@ -9,9 +9,6 @@ class GroupQueuesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django.db.backends.signals import connection_created
-
-        from groupqueues import signals, sql
+        from groupqueues import signals
 
         signals.connect()
-        connection_created.connect(sql.enable_prepared_statements, dispatch_uid="gq-prepared")

@@ -1,12 +1,16 @@
 """Demo queues for ``seed_demo`` (idempotent): ``emails`` and ``thumbnails`` on
 group ``acme`` (so the apps ``storefront`` and ``billing`` both resolve them),
-with a few messages keyed by idempotency keys so re-running adds nothing."""
+with a few messages keyed by idempotency keys so re-running adds nothing.
+``seed_demo`` then runs the demo triggers of ``demo_consumers`` (``DEMO_SEEDS``)."""
 
 from typing import Any
 
-from groupqueues import services
+from groupqueues import demo_consumers, services
 from groupqueues.models import Collection
 from principals.models import Group
+
+# After the principals demo, whose group ``acme`` owns the queues.
+DEMO_ORDER = 20
 
 DEMO_QUEUES: dict[str, dict[str, Any]] = {
     "emails": {"default_max_attempts": 5, "visibility_timeout": 60},
@@ -43,3 +47,6 @@ def seed(*, admin_user: Any, log: Any) -> None:
         )
         if created := sum(r.created for r in results):
             log(f"{created} messages in acme/{name}")
+
+
+DEMO_SEEDS = [seed, demo_consumers.seed]

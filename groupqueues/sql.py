@@ -1,92 +1,7 @@
 """Raw SQL of the group queues: only the hot paths the ORM cannot say in one
 statement (PostgreSQL). Named parameters; table and column names are Django's
-defaults for ``groupqueues.Message`` (``groupqueues_message``). ``cursor()``
-runs them as server-side prepared statements."""
-
-from __future__ import annotations
-
-import functools
-from typing import Any
-
-from django.db import DEFAULT_DB_ALIAS, connection, connections
-
-from queueproject.conf import ProductSettings, product_settings
-
-
-def cursor(settings: ProductSettings | None = None) -> Any:
-    """A Django cursor (queries are logged and counted as usual) whose
-    statements are bound server-side and prepared on first use, so PostgreSQL
-    plans each hot statement once per connection instead of on every call.
-    Falls back to Django's ordinary cursor when ``QUEUE_PREPARED_STATEMENTS``
-    is off.
-
-    One psycopg cursor per connection is kept and reused (closing the
-    wrapper leaves it open): creating one costs as much Python as binding a
-    statement's parameters. Callers read their results inside the ``with``."""
-    if not (settings or product_settings()).queue_prepared_statements:
-        return connection.cursor()
-    # One lookup of this thread's connection: each attribute read through the
-    # ``connection`` proxy looks it up again (~1.2 µs each, 5 per statement).
-    db = connections[DEFAULT_DB_ALIAS]
-    db.ensure_connection()
-    raw = db.connection
-    kept = getattr(db, "_gq_prepared_cursor", None)
-    if kept is None or kept.connection is not raw:
-        with db.wrap_database_errors:
-            kept = _prepared_cursor_class()(raw)
-        db._gq_prepared_cursor = kept
-    # The same wrapping Django's own connection.cursor() applies.
-    return db._prepare_cursor(kept)
-
-
-# psycopg prepares only what it is asked to, once a connection allows it at
-# all: Django opens every connection with ``prepare_threshold=None``
-# (prepared statements off, for poolers), which silently turns ``prepare=True``
-# into a plain execute. This threshold re-allows them without ever preparing
-# on its own: only the cursor below asks (Django's own cursors bind
-# client-side and cannot prepare).
-NEVER_AUTOMATICALLY = 2**31 - 1
-
-
-def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """``connection_created`` hook (PostgreSQL, ``QUEUE_PREPARED_STATEMENTS``):
-    let this connection prepare the hot statements, and keep their generic
-    plans (``plan_cache_mode``).
-
-    Left to itself, PostgreSQL plans a prepared statement afresh for its first
-    five runs and then keeps the generic plan only if its estimated cost is
-    close to theirs. The claim's generic plan never is (``LIMIT $n`` and
-    ``deliver_after <= $now`` are estimated blind), so the claim would be
-    planned on every call, a large share of a claim+ack at batch 1
-    (bench/README.md). The
-    generic plan is the same plan (index scans on the partial indexes,
-    LockRows, LIMIT; pinned by ``tests/groupqueues/test_queries.py``). Only
-    statements bound server-side are affected: Django's own are not prepared."""
-    if connection.vendor != "postgresql" or not product_settings().queue_prepared_statements:
-        return
-    connection.connection.prepare_threshold = NEVER_AUTOMATICALLY
-    with connection.cursor() as cur:
-        cur.execute("SET plan_cache_mode = force_generic_plan")
-
-
-@functools.cache
-def _prepared_cursor_class() -> type:
-    from django.db.backends.postgresql.base import ServerBindingCursor
-
-    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
-        """Binds server-side, prepares every statement it runs, and reads results
-        in binary (psycopg's C loaders; Django's text loader for timestamptz is
-        pure Python and showed in a batch claim's profile)."""
-
-        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            return super().execute(query, params, prepare=True, binary=True)
-
-        def close(self) -> None:
-            """Kept open for the next statement (see ``cursor``); closed with
-            its connection."""
-
-    return PreparedCursor
-
+defaults for ``groupqueues.Message`` (``groupqueues_message``). They run
+through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 
 # The PostgreSQL claim: ONE statement (one round trip, autocommit is enough).
 # - ``lapsed`` and ``ready`` lock at most n candidates each in claim order with
@@ -163,7 +78,7 @@ CLAIM_POSTGRES = "WITH" + _CLAIM_CTES + _CLAIM_UPDATE
 # take gq_msg_lease instead (``collection_id = … AND lease_expires_at > now``),
 # which looks cheap when the statistics saw few claimed rows but holds every
 # in-flight claim of the collection, and, until vacuumed, every claim since
-# (so the ack grows slower with each batch; bench/README.md).
+# (a batch ack slowed down batch after batch in the bench: bench/README.md).
 ACK_POSTGRES = """
 DELETE FROM groupqueues_message
 WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_id)s
@@ -253,9 +168,9 @@ FROM ins
 
 # Enqueue a batch of plain messages (no option set, so no idempotency key):
 # ENQUEUE_POSTGRES without the options array and without ON CONFLICT, whose
-# speculative insertion costs every row an extra WAL record; it answers one
-# row, the count inserted (0: the collection is gone), instead of every id
-# (less server time per batch; bench/README.md).
+# speculative insertion costs every row an extra WAL record (measurably less
+# server time per batch: bench/README.md); it answers one row, the count
+# inserted (0: the collection is gone), instead of every id.
 ENQUEUE_PLAIN_POSTGRES = (
     _LOCK_QUEUE
     + ", ins AS (\n"
@@ -304,8 +219,8 @@ WHERE seq = %s AND state IN ('ready', 'claimed')
 # Ack a batch: one DELETE of the (id, token) pairs still held; RETURNING says
 # which landed. ``{ids}`` is "%s, " once per pair and ``{pairs}`` "(%s, %s), ":
 # SQLite finds the rows through the ``id`` index only from a plain ``id IN``
-# list; with the row-value IN alone it scanned the whole table, rows of other
-# collections included (bench/README.md).
+# list; with the row-value IN alone it scanned the whole table, other
+# collections' rows included (bench/README.md).
 ACK_BATCH_SQLITE = """
 DELETE FROM groupqueues_message
 WHERE id IN ({ids}) AND collection_id = %s AND lease_expires_at > %s

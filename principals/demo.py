@@ -5,6 +5,9 @@ from typing import Any
 from principals.models import App, Group, Role
 from principals.services import app_create, group_create, membership_grant
 
+# Seeded first: every other demo builds on these groups and apps (seed_demo's rule).
+DEMO_ORDER = 10
+
 DEMO_GROUPS = [("acme", "Acme Inc.", None), ("acme-platform", "Acme platform", "acme")]
 DEMO_APPS = [("storefront", "Storefront", "acme-platform"), ("billing", "Billing", "acme")]
 

@@ -44,9 +44,10 @@ def product_settings() -> ProductSettings:
         session_manual_merge_enabled=getattr(dj, "SESSIONQUEUES_MANUAL_MERGE", True),
         worker_poll_interval=getattr(dj, "QUEUE_WORKER_POLL_INTERVAL", 0.5),
         listen_notify_enabled=getattr(dj, "QUEUE_LISTEN_NOTIFY", True),
-        # Server-side prepared statements for the group queue hot paths
-        # (PostgreSQL). Turn off behind a pooler that cannot keep them
-        # (PgBouncer in transaction mode before 1.21).
+        # Server-side prepared statements for the raw SQL run through
+        # queueproject.rawsql (PostgreSQL): the group-queue hot paths, the
+        # throttle, leases, wake-ups. Turn off behind a pooler that cannot
+        # keep them (PgBouncer in transaction mode before 1.21).
         queue_prepared_statements=getattr(dj, "QUEUE_PREPARED_STATEMENTS", True),
         # Commit autocommit group-queue claims without waiting for the WAL
         # flush (PostgreSQL). A claim lost in a server crash returns its

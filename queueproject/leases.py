@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import connection
-
-from queueproject import clock, sql
+from queueproject import clock, rawsql, sql
 from queueproject.models import Lease
 
 
@@ -19,9 +17,7 @@ def lease_try(*, name: str, owner: str, ttl: float) -> bool:
     re-acquiring succeeds without extending (use ``lease_renew`` for that)."""
     now = clock.now()
     params = {"name": name, "owner": owner, "now": now, "expires_at": now + timedelta(seconds=ttl)}
-    with connection.cursor() as cur:
-        cur.execute(sql.LEASE_TRY, params)
-        return cur.fetchone() is not None
+    return rawsql.fetch_one(sql.LEASE_TRY, params) is not None
 
 
 def lease_renew(*, name: str, owner: str, ttl: float) -> bool:

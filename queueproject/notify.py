@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from django.db import connections
 
+from queueproject import rawsql
 from queueproject.conf import product_settings
 
 logger = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ def notify_many(names: Sequence[str], payload: str = "", *, using: str = "defaul
     """Like :func:`notify` for several channels, in one round trip."""
     if names and listen_available(using):
         calls = ", ".join(["pg_notify(%s, %s)"] * len(names))
-        with connections[using].cursor() as cur:
-            cur.execute(f"SELECT {calls}", [arg for name in names for arg in (name, payload)])
+        args = [arg for name in names for arg in (name, payload)]
+        rawsql.execute(f"SELECT {calls}", args, using=using)
 
 
 @dataclass(eq=False)

@@ -52,6 +52,9 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "queueproject.urls"
+# The apps' API URLconfs, mounted under /api/ in this order by queueproject/urls.py
+# (named here so that the shared layer names no app).
+API_URLCONFS = ["principals.urls", "groupqueues.urls", "sessionqueues.urls"]
 WSGI_APPLICATION = "queueproject.wsgi.application"
 ASGI_APPLICATION = "queueproject.asgi.application"
 
@@ -126,7 +129,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "queueproject.exceptions.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": ["queueproject.throttling.PrincipalRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["principals.throttling.PrincipalRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "principal": env.str("API_THROTTLE_RATE", default="6000/min"),
     },

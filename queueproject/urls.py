@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -11,9 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
-    path("api/", include("principals.urls")),
-    path("api/", include("groupqueues.urls")),
-    path("api/", include("sessionqueues.urls")),
+    *[path("api/", include(urlconf)) for urlconf in settings.API_URLCONFS],
     # Anything else under /api/ is the JSON 404 envelope (also with DEBUG on).
     re_path(r"^api/", api_not_found),
 ]

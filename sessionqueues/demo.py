@@ -7,6 +7,9 @@ from principals.models import App
 from sessionqueues import services
 from sessionqueues.models import Task
 
+# After the principals demo, whose app ``storefront`` owns the task.
+DEMO_ORDER = 30
+
 DEMO_TITLE = "Demo: checkout redesign"
 DEMO_ENTRIES = [
     ("Summarise the open checkout bugs.", "user:demo"),

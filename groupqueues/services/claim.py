@@ -40,7 +40,7 @@ from groupqueues.services.types import (
     AckBatchAndClaimResult,
     ClaimedMessage,
 )
-from queueproject import clock, notify
+from queueproject import clock, notify, rawsql
 
 # A claim that found only dead candidates tries again this often before
 # answering with what it has (so a worker is not told "empty" too early).
@@ -197,7 +197,7 @@ def _claim_portable(
             return [], len(died)
         ops = connection.ops
         at, until = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(lease)
-        with connection.cursor() as cur:
+        with rawsql.cursor() as cur:
             cur.executemany(sql.CLAIM_ROW_SQLITE, [
                 (token.hex, worker_id, at, until, seq) for seq, token in take.items()
             ])  # fmt: skip

@@ -21,7 +21,7 @@ from groupqueues.models import Collection, DeadReason, Message, MessageQuerySet,
 from groupqueues.services import postgres
 from groupqueues.services.collections import collection_wake
 from groupqueues.services.types import MAX_ACK_BATCH, AckBatchResult, AckResult, frozen_new
-from queueproject import clock
+from queueproject import clock, rawsql
 from queueproject.backoff import backoff_delay
 
 Pairs = list[tuple[uuid.UUID, uuid.UUID]]
@@ -126,7 +126,7 @@ def _ack_batch_portable(collection: Collection, pairs: Pairs, now: datetime) -> 
     params += [collection.pk, connection.ops.adapt_datetimefield_value(now)]
     for message_id, token in pairs:
         params += [message_id.hex, token.hex]
-    with connection.cursor() as cur:
+    with rawsql.cursor() as cur:
         cur.execute(query, params)
         return {uuid.UUID(row[0]) for row in cur.fetchall()}
 

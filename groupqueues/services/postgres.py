@@ -1,5 +1,5 @@
 """The PostgreSQL-only paths of the group-queue services: each runs one
-statement of ``groupqueues.sql`` through ``sql.cursor()`` and turns its rows
+statement of ``groupqueues.sql`` through ``rawsql.cursor()`` and turns its rows
 into the services' results. The callers choose them by
 ``connection.vendor``; SQLite has a portable twin beside each caller."""
 
@@ -17,6 +17,7 @@ from groupqueues import validation as check
 from groupqueues.models import Collection, Message, MessageState, claim_order_key
 from groupqueues.services.collections import collection_gone
 from groupqueues.services.types import ClaimedMessage, EnqueueResult, PreparedMessage, frozen_new
+from queueproject import rawsql
 from queueproject.conf import ProductSettings, product_settings
 
 # What a claim does to a candidate (the ``state`` column of its rows).
@@ -57,7 +58,7 @@ def enqueue_rows(
     ``payloads``: the rows' payloads as one JSON array, if already serialised."""
     params = _enqueue_params(collection, now=now, enqueued_by=enqueued_by, settings=settings)
     query = _enqueue_query(collection, rows, params, now=now, payloads=payloads)
-    with sql.cursor(settings) as cur:
+    with rawsql.cursor(settings) as cur:
         cur.execute(query, params)
         if cur.rowcount == len(rows):  # all inserted: no need to read the ids back
             return [EnqueueResult(r.id, True) for r in rows]
@@ -115,7 +116,7 @@ def enqueue_plain(
     params = _enqueue_params(collection, now=now, enqueued_by=enqueued_by, settings=settings)
     params.update(ids=uuid_array(ids), payloads=payloads,
                   max_attempts=collection.default_max_attempts)  # fmt: skip
-    with sql.cursor(settings) as cur:
+    with rawsql.cursor(settings) as cur:
         cur.execute(sql.ENQUEUE_PLAIN_POSTGRES, params)
         ((inserted, _),) = cur.fetchall()
     if inserted != len(ids):
@@ -172,7 +173,7 @@ def claim(
     async_commit = settings.queue_async_commit_claims and not connection.in_atomic_block
     params = {"collection_id": collection.pk, "now": now, "n": n, "worker_id": worker_id,
               "lease_expires_at": lease, "async_commit": async_commit}  # fmt: skip
-    with sql.cursor(settings) as cur:
+    with rawsql.cursor(settings) as cur:
         cur.execute(sql.CLAIM_POSTGRES, params)
         return claimed_from_rows(cur.fetchall())
 
@@ -211,7 +212,7 @@ def ack_and_claim(
     else:
         query = sql.ACK_BATCH_AND_CLAIM_POSTGRES
         params.update(ack_arrays(pairs))
-    with sql.cursor() as cur:
+    with rawsql.cursor() as cur:
         cur.execute(query, params)
         rows = cur.fetchall()
     count = next(row[1] for row in rows if row[0] == "acked")
@@ -227,7 +228,7 @@ def ack(collection: Collection, message_id: uuid.UUID, token: uuid.UUID, now: da
     """Delete the message if held with that token (``sql.ACK_POSTGRES``):
     how many rows went (0 or 1)."""
     params = {"id": message_id, "collection_id": collection.pk, "now": now, "token": token}
-    with sql.cursor() as cur:
+    with rawsql.cursor() as cur:
         cur.execute(sql.ACK_POSTGRES, params)
         return cur.rowcount
 
@@ -238,7 +239,7 @@ def ack_batch(
     """Delete the held ones of these distinct pairs (``sql.ACK_BATCH_POSTGRES``):
     the ids that landed, or None when all did (as many rows as pairs)."""
     params = {"collection_id": collection.pk, "now": now, **ack_arrays(pairs)}
-    with sql.cursor() as cur:
+    with rawsql.cursor() as cur:
         cur.execute(sql.ACK_BATCH_POSTGRES, params)
         if cur.rowcount == len(pairs):
             return None

@@ -136,7 +136,7 @@ def test_server_error_on_api_path_is_the_envelope(rf):
         "DEFAULT_PARSER_CLASSES": ["queueproject.parsers.StrictJSONParser"],
         "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
         "EXCEPTION_HANDLER": "queueproject.exceptions.api_exception_handler",
-        "DEFAULT_THROTTLE_CLASSES": ["queueproject.throttling.PrincipalRateThrottle"],
+        "DEFAULT_THROTTLE_CLASSES": ["principals.throttling.PrincipalRateThrottle"],
         "DEFAULT_THROTTLE_RATES": {"principal": "3/min"},
     }
 )

@@ -11,10 +11,10 @@ import random
 import time
 from typing import Any
 
-from django.db import connection
 from rest_framework.throttling import BaseThrottle
 
 from principals import sql
+from queueproject import rawsql
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -55,11 +55,9 @@ class PrincipalRateThrottle(BaseThrottle):
             return True
         now = time.time()
         window = int(now // self.duration) * self.duration
-        with connection.cursor() as cur:
-            cur.execute(sql.RATE_COUNTER_HIT, {"key": key, "window_start": window})
-            count = cur.fetchone()[0]
-            if random.random() < 0.001:
-                cur.execute(sql.RATE_COUNTER_PRUNE, {"before": window - 2 * self.duration})
+        (count,) = rawsql.fetch_one(sql.RATE_COUNTER_HIT, {"key": key, "window_start": window})
+        if random.random() < 0.001:  # prune now and then, not on every request
+            rawsql.execute(sql.RATE_COUNTER_PRUNE, {"before": window - 2 * self.duration})
         if count > self.num_requests:
             self._wait = window + self.duration - now
             return False

@@ -1,0 +1,118 @@
+"""The one way raw SQL runs in this project (group and session queues, leases,
+the throttle, wake-ups): :func:`cursor`, or :func:`execute`, :func:`fetch_one`
+and :func:`fetch_all` for a single statement. The statements themselves live in
+each app's ``sql.py``.
+
+On PostgreSQL with ``QUEUE_PREPARED_STATEMENTS`` (the default) statements are
+bound server-side, prepared once per connection and keep their generic plan
+(:func:`enable_prepared_statements`, a ``connection_created`` hook wired in
+``queueproject/apps.py``); results are read in binary. Elsewhere (SQLite, or
+the setting off, e.g. behind PgBouncer in transaction mode) they run through
+Django's ordinary cursor. Either way Django logs and counts them as usual.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from queueproject.conf import ProductSettings, product_settings
+
+
+def cursor(settings: ProductSettings | None = None, *, using: str = DEFAULT_DB_ALIAS) -> Any:
+    """A Django cursor (use it as a context manager) on connection ``using``;
+    on PostgreSQL with prepared statements on, every statement it runs is bound
+    server-side and prepared on first use, so PostgreSQL plans each statement
+    once per connection instead of on every call.
+
+    One psycopg cursor per connection is kept and reused (closing the wrapper
+    leaves it open): creating one costs as much Python as binding a
+    statement's parameters. Callers read their results inside the ``with``.
+    ``settings`` saves a hot caller that already holds them a lookup."""
+    # One lookup of this thread's connection: each attribute read through the
+    # ``django.db.connection`` proxy looks it up again (several per statement).
+    db = connections[using]
+    if db.vendor != "postgresql" or not (settings or product_settings()).queue_prepared_statements:
+        return db.cursor()
+    db.ensure_connection()
+    raw = db.connection
+    kept = getattr(db, "_queue_prepared_cursor", None)
+    if kept is None or kept.connection is not raw:
+        with db.wrap_database_errors:
+            kept = _prepared_cursor_class()(raw)
+        db._queue_prepared_cursor = kept
+    # The same wrapping Django's own connection.cursor() applies.
+    return db._prepare_cursor(kept)
+
+
+def execute(query: str, params: Any = None, *, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Run one statement through :func:`cursor`; the number of rows it affected."""
+    with cursor(using=using) as cur:
+        cur.execute(query, params)
+        return cur.rowcount
+
+
+def fetch_one(query: str, params: Any = None, *, using: str = DEFAULT_DB_ALIAS) -> Any:
+    """Run one statement through :func:`cursor`; its first row (a tuple) or None."""
+    with cursor(using=using) as cur:
+        cur.execute(query, params)
+        return cur.fetchone()
+
+
+def fetch_all(query: str, params: Any = None, *, using: str = DEFAULT_DB_ALIAS) -> list[Any]:
+    """Run one statement through :func:`cursor`; all its rows (tuples)."""
+    with cursor(using=using) as cur:
+        cur.execute(query, params)
+        return cur.fetchall()
+
+
+# psycopg prepares only what it is asked to, once a connection allows it at
+# all: Django opens every connection with ``prepare_threshold=None``
+# (prepared statements off, for poolers), which silently turns ``prepare=True``
+# into a plain execute. This threshold re-allows them without ever preparing
+# on its own: only the cursor above asks (Django's own cursors bind
+# client-side and cannot prepare).
+NEVER_AUTOMATICALLY = 2**31 - 1
+
+
+def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` hook (PostgreSQL, ``QUEUE_PREPARED_STATEMENTS``):
+    let this connection prepare the statements :func:`cursor` runs, and keep
+    their generic plans (``plan_cache_mode``).
+
+    Left to itself, PostgreSQL plans a prepared statement afresh for its first
+    five runs and then keeps the generic plan only if its estimated cost is
+    close to theirs. The group-queue claim's generic plan never is (``LIMIT
+    $n`` and ``deliver_after <= $now`` are estimated blind), so the claim would
+    be planned on every call, a large share of a claim+ack at batch 1 (see
+    bench/README.md). The generic plan is the same plan (index scans on the
+    partial indexes, LockRows, LIMIT; pinned by
+    ``tests/groupqueues/test_queries.py``). Only statements bound server-side
+    are affected: Django's own are not prepared."""
+    if connection.vendor != "postgresql" or not product_settings().queue_prepared_statements:
+        return
+    connection.connection.prepare_threshold = NEVER_AUTOMATICALLY
+    with connection.cursor() as cur:  # Django's own: SET cannot be prepared
+        cur.execute("SET plan_cache_mode = force_generic_plan")
+
+
+@functools.cache
+def _prepared_cursor_class() -> type:
+    # Imported on first use: the PostgreSQL backend needs psycopg installed.
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        """Binds server-side, prepares every statement it runs, and reads results
+        in binary (psycopg's C loaders; Django's text loader for timestamptz is
+        pure Python and was a measurable share of a batch claim)."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            return super().execute(query, params, prepare=True, binary=True)
+
+        def close(self) -> None:
+            """Kept open for the next statement (see ``cursor``); closed with
+            its connection."""
+
+    return PreparedCursor

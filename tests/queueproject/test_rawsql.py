@@ -1,0 +1,113 @@
+"""The one raw-SQL runner: Django counts its statements; on PostgreSQL it
+prepares them (once per connection, generic plans) through one kept psycopg
+cursor, and with QUEUE_PREPARED_STATEMENTS off it sends plain statements."""
+
+import threading
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from principals import sql as principals_sql
+from principals.throttling import PrincipalRateThrottle
+from queueproject import rawsql
+from queueproject.leases import lease_try
+from queueproject.notify import notify
+from tests.conftest import is_postgres
+
+pytestmark = pytest.mark.django_db
+
+COUNTER = {"key": "token:1", "window_start": 0}
+
+
+def prepared_like(marker: str) -> list[tuple[int, int]]:
+    """(generic_plans, custom_plans) of this connection's prepared statements with ``marker``."""
+    return [
+        (generic, custom)
+        for text, generic, custom in rawsql.fetch_all(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        )
+        if marker in text
+    ]
+
+
+def test_helpers__run_one_statement_each_and_django_counts_them():
+    with CaptureQueriesContext(connection) as queries:
+        assert rawsql.fetch_one(principals_sql.RATE_COUNTER_HIT, COUNTER) == (1,)
+        assert rawsql.fetch_one(principals_sql.RATE_COUNTER_HIT, COUNTER) == (2,)
+        assert rawsql.fetch_all("SELECT key, count FROM principals_ratecounter") == [("token:1", 2)]
+        assert rawsql.execute(principals_sql.RATE_COUNTER_PRUNE, {"before": 1}) == 1
+    assert len(queries) == 4
+    assert rawsql.fetch_one("SELECT count(*) FROM principals_ratecounter") == (0,)
+
+
+def _kept_cursor_in_a_new_thread() -> object:
+    box = []
+
+    def run():
+        try:
+            with rawsql.cursor() as cur:
+                box.append(cur.cursor)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+@pytest.mark.postgres
+def test_cursor__one_psycopg_cursor_is_kept_per_connection():
+    with rawsql.cursor() as first:
+        kept = first.cursor
+    with rawsql.cursor() as second:
+        assert second.cursor is kept
+        assert not kept.closed  # closing the wrapper leaves it open
+    assert _kept_cursor_in_a_new_thread() is not kept  # another connection, its own
+
+
+@pytest.mark.postgres
+def test_shared_statements__are_prepared_once_and_keep_their_generic_plan(rf):
+    throttle, request = throttle_and_request(rf, limit=100)
+    for _ in range(6):
+        assert lease_try(name="m", owner="a", ttl=10)
+        assert throttle.allow_request(request, None)
+        notify("dq_test_prepared")
+    assert rawsql.fetch_one("SHOW plan_cache_mode") == ("force_generic_plan",)
+    assert prepared_like("INSERT INTO queueproject_lease") == [(6, 0)]
+    assert prepared_like("INSERT INTO principals_ratecounter") == [(6, 0)]
+    assert prepared_like("pg_notify") == [(6, 0)]
+
+
+@pytest.mark.postgres
+def test_results__are_read_in_binary():
+    with rawsql.cursor() as cur:
+        cur.execute("SELECT 1")
+        assert cur.cursor.pgresult.fformat(0) == 1  # 1: binary
+
+
+def test_prepared_statements__off_sends_plain_statements(settings, rf):
+    settings.QUEUE_PREPARED_STATEMENTS = False  # e.g. behind PgBouncer in transaction mode
+    throttle, request = throttle_and_request(rf, limit=100)
+    assert lease_try(name="m", owner="a", ttl=10)
+    assert throttle.allow_request(request, None)
+    notify("dq_test_plain")
+    if is_postgres():
+        assert rawsql.fetch_all("SELECT name FROM pg_prepared_statements") == []
+
+
+def throttle_and_request(rf, *, limit: int) -> tuple[PrincipalRateThrottle, object]:
+    throttle = PrincipalRateThrottle()
+    throttle.num_requests, throttle.duration = limit, 3600
+    request = rf.get("/")
+    request.auth = type("Token", (), {"pk": 7})()
+    return throttle, request
+
+
+def test_throttle__counts_in_the_database(rf):
+    throttle, request = throttle_and_request(rf, limit=2)
+    with CaptureQueriesContext(connection) as queries:
+        assert [throttle.allow_request(request, None) for _ in range(3)] == [True, True, False]
+    assert len(queries) == 3
+    assert rawsql.fetch_one("SELECT count FROM principals_ratecounter") == (3,)

@@ -1,0 +1,42 @@
+"""seed_demo finds every installed app's ``demo`` module and seeds in DEMO_ORDER."""
+
+from io import StringIO
+
+import pytest
+from django.apps import apps
+from django.conf import settings
+from django.core.management import call_command
+from django.test import override_settings
+
+from queueproject.management.commands.seed_demo import demo_modules
+
+SEEDING_ORDER = ["principals.demo", "groupqueues.demo", "sessionqueues.demo"]
+
+
+def test_demo_modules__every_installed_app_with_a_demo_in_demo_order():
+    assert [module.__name__ for module in demo_modules()] == SEEDING_ORDER
+
+
+def test_demo_modules__demo_order_wins_over_installed_apps_order():
+    reversed_apps = [a for a in settings.INSTALLED_APPS if a not in ("principals", "sessionqueues")]
+    with override_settings(INSTALLED_APPS=["sessionqueues", *reversed_apps, "principals"]):
+        assert [module.__name__ for module in demo_modules()] == SEEDING_ORDER
+
+
+def test_demo_modules__an_app_without_demo_order_seeds_last():
+    with override_settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, "tests.queueproject"]):
+        names = [module.__name__ for module in demo_modules()]
+    assert names == [*SEEDING_ORDER, "tests.queueproject.demo"]
+
+
+@pytest.mark.django_db
+def test_seed_demo__second_run_adds_nothing():
+    def counts():
+        return {model._meta.label: model.objects.count() for model in apps.get_models()}
+
+    call_command("seed_demo", stdout=StringIO())
+    first = counts()
+    call_command("seed_demo", stdout=StringIO())
+    assert counts() == first
+    assert first["groupqueues.Message"] > 0 and first["sessionqueues.QueuedMessage"] > 0
+    assert first["groupqueues.Trigger"] > 0  # groupqueues.demo's second seeder (DEMO_SEEDS)
