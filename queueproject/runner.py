@@ -147,6 +147,20 @@ class Resilient:
         return backoff_delay(self.failures, base=RECONNECT_BACKOFF_BASE, cap=RECONNECT_BACKOFF_MAX)
 
 
+def call_resilient(fn: Callable[[], T], *, label: str, attempts: int) -> T | object:
+    """``fn()`` tried up to ``attempts`` times the ``Resilient`` way (a lost
+    connection is logged without a traceback, dropped, and the next try comes
+    after the short backoff), for a last call at exit, when the loop's own
+    ``stopping`` is already set and must not cut the backoff short. FAILED
+    when every try failed."""
+    guard = Resilient(threading.Event(), label)
+    for _ in range(attempts):
+        result = guard.turn(fn)
+        if result is not FAILED:
+            return result
+    return FAILED
+
+
 def sleep_until(deadline: float, stopping: threading.Event) -> None:
     """Sleep until ``deadline`` (time.monotonic) or until ``stopping`` is set."""
     stopping.wait(max(0.0, deadline - time.monotonic()))
