@@ -31,9 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import queue
-import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -50,7 +48,7 @@ from groupqueues.services import AckBatchResult, ClaimedMessage
 from groupqueues.trigger_services import trigger_collection
 from queueproject import notify
 from queueproject.conf import product_settings
-from queueproject.runner import Resilient, Runner, drop_connections
+from queueproject.runner import Resilient, Runner, default_worker_id, drop_connections
 
 logger = logging.getLogger("groupqueues.worker")
 
@@ -62,10 +60,6 @@ ACK_FLUSH_EVERY = 0.1  # seconds: successes wait at most this long for the batch
 MAINTENANCE_RESIGN_WAIT = 2.0  # seconds to let the maintenance thread resign at exit
 HEARTBEAT_TICK = 0.2  # seconds: how often the heartbeat looks for leases to extend
 ERROR_TEXT_MAX = 2000
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass(frozen=True)

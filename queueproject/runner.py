@@ -10,6 +10,8 @@ if there may be more right away) and ``wait(timeout)``. The base class gives:
 - ``close_old_connections()`` every turn, and survival of a lost database
   connection: the error is logged, connections are closed and the loop retries
   with a capped backoff instead of dying.
+
+``default_worker_id`` names a process for claims and leadership.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +40,12 @@ logger = logging.getLogger(__name__)
 RECONNECT_BACKOFF_BASE = 0.1
 RECONNECT_BACKOFF_MAX = 5.0
 T = TypeVar("T")
+
+
+def default_worker_id() -> str:
+    """``host-pid``: who claims (``claimed_by``) and who leads maintenance,
+    unless a command is told otherwise; unique among live processes."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 class Runner:
