@@ -20,11 +20,14 @@ from groupqueues import services
 from groupqueues.trigger_services import consumers_sync
 from queueproject.conf import product_settings
 from queueproject.leases import Leadership
-from queueproject.runner import Runner
+from queueproject.runner import FAILED, Runner, call_resilient
 
 logger = logging.getLogger("groupqueues.maintenance")
 
 LEASE_NAME = "groupqueues.maintenance"
+# Tries to resign at exit; with the reconnect backoff they fit well within
+# the second or two a worker waits for its maintenance thread.
+RESIGN_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -102,10 +105,15 @@ class Maintenance(Runner):
         return False
 
     def on_stop(self) -> None:
-        try:
-            self.leadership.resign()
-        except Exception:  # the database may be gone; the lease then simply expires
-            logger.warning("could not resign maintenance leadership", exc_info=True)
+        """Resign, so that another process takes over now rather than after the
+        TTL. The connection may have died while the loop idled (a failover, a
+        restart): the resign then reconnects, a few quick tries; if the
+        database stays away the lease simply expires."""
+        released = call_resilient(
+            self.leadership.resign, label="maintenance resign", attempts=RESIGN_ATTEMPTS
+        )
+        if released is FAILED:
+            logger.warning("could not resign maintenance leadership; the lease expires")
 
     def run_in_thread(self) -> None:
         """``run()`` for a worker's maintenance thread (closes its connections)."""

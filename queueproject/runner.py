@@ -10,6 +10,8 @@ if there may be more right away) and ``wait(timeout)``. The base class gives:
 - ``close_old_connections()`` every turn, and survival of a lost database
   connection: the error is logged, connections are closed and the loop retries
   with a capped backoff instead of dying.
+
+``default_worker_id`` names a process for claims and leadership.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -30,10 +33,19 @@ from django.db import (
     connections,
 )
 
+from queueproject.backoff import backoff_delay
+
 logger = logging.getLogger(__name__)
 
+RECONNECT_BACKOFF_BASE = 0.1
 RECONNECT_BACKOFF_MAX = 5.0
 T = TypeVar("T")
+
+
+def default_worker_id() -> str:
+    """``host-pid``: who claims (``claimed_by``) and who leads maintenance,
+    unless a command is told otherwise; unique among live processes."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 class Runner:
@@ -110,11 +122,13 @@ class Resilient:
     """Runs the turns of a loop so that database trouble does not end it: a lost
     connection (or any database error; any error at all with ``survive_all``) is
     logged, this thread's connections are dropped and the next turn comes after
-    a capped exponential backoff. Used by ``Runner.run`` and by worker threads."""
+    a capped exponential backoff (``backoff_delay``: 0.1 s doubling to
+    ``RECONNECT_BACKOFF_MAX``, jittered so that workers cut off together do
+    not reconnect together). Used by ``Runner.run`` and by worker threads."""
 
     def __init__(self, stopping: threading.Event, label: str, *, survive_all: bool = False):
         self.stopping, self.label, self.survive_all = stopping, label, survive_all
-        self.backoff = 0.1
+        self.failures = 0  # consecutive failed turns
 
     def turn(self, fn: Callable[[], T]) -> T | object:
         """``fn()``'s result, or FAILED after logging and backing off."""
@@ -124,17 +138,36 @@ class Resilient:
         try:
             result = fn()
         except (OperationalError, InterfaceError) as exc:
+            delay = self._next_delay()
             logger.warning("%s: database unavailable (%s); retrying in %.1fs",
-                           self.label, exc, self.backoff)  # fmt: skip
+                           self.label, exc, delay)  # fmt: skip
         except survivable:
-            logger.exception("%s: error; retrying in %.1fs", self.label, self.backoff)
+            delay = self._next_delay()
+            logger.exception("%s: error; retrying in %.1fs", self.label, delay)
         else:
-            self.backoff = 0.1
+            self.failures = 0
             return result
         drop_connections()
-        self.stopping.wait(self.backoff)
-        self.backoff = min(self.backoff * 2, RECONNECT_BACKOFF_MAX)
+        self.stopping.wait(delay)
         return FAILED
+
+    def _next_delay(self) -> float:
+        self.failures += 1
+        return backoff_delay(self.failures, base=RECONNECT_BACKOFF_BASE, cap=RECONNECT_BACKOFF_MAX)
+
+
+def call_resilient(fn: Callable[[], T], *, label: str, attempts: int) -> T | object:
+    """``fn()`` tried up to ``attempts`` times the ``Resilient`` way (a lost
+    connection is logged without a traceback, dropped, and the next try comes
+    after the short backoff), for a last call at exit, when the loop's own
+    ``stopping`` is already set and must not cut the backoff short. FAILED
+    when every try failed."""
+    guard = Resilient(threading.Event(), label)
+    for _ in range(attempts):
+        result = guard.turn(fn)
+        if result is not FAILED:
+            return result
+    return FAILED
 
 
 def sleep_until(deadline: float, stopping: threading.Event) -> None:

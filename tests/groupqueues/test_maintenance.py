@@ -113,6 +113,41 @@ def test_worker__leads_maintenance_and_resigns_at_exit():
     assert not Lease.objects.filter(owner="wm-1").exists()
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_worker__resigns_maintenance_although_its_connection_was_killed():
+    """SIGTERM just after the database dropped the worker's connections (a
+    failover, a restart): the resign reconnects instead of leaving the lease
+    to expire (TTL 30 s) with a traceback in the log."""
+    from django.db import connection
+
+    from queueproject.models import Lease
+
+    group = GroupFactory(slug="wk")
+    services.collection_create(group=group, name="jobs")
+    proc = start_command("queue_worker", "--queue", "wk/jobs", "--handler", "noop",
+                         "--worker-id", "wk-1", QUEUE_MAINTENANCE_INTERVAL="10")  # fmt: skip
+    try:
+        wait_for(lambda: Lease.objects.filter(owner="wk-1").exists())
+        time.sleep(1.0)  # the first pass is over: maintenance idles on its connection
+        with connection.cursor() as cur:  # every other session of the test database
+            cur.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert cur.fetchone()[0] >= 1, "the worker had connections"
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        wait_for(lambda: not Lease.objects.filter(owner="wk-1").exists(), timeout=15)
+        released_after = time.monotonic() - signalled
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert released_after < 10.0  # the TTL is 30 s: an expiry would take that long
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("args", [["--interval", "0"], ["--interval", "soon"], ["--ttl", "-1"]])
 def test_queue_maintenance__bad_arguments(args):

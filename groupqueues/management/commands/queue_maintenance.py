@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from groupqueues.maintenance import Maintenance, MaintenanceReport
-from groupqueues.worker import default_worker_id
 from queueproject.commands import ServiceCommand
+from queueproject.runner import default_worker_id
 
 
 def positive_float(value: str) -> float:

@@ -16,7 +16,6 @@ from groupqueues.worker import (
     Lane,
     Worker,
     WorkerOptions,
-    default_worker_id,
     lanes_for_handler,
     lanes_of_consumers,
     poll_mode,
@@ -24,6 +23,7 @@ from groupqueues.worker import (
 from principals.services import app_get, group_get
 from queueproject.commands import ServiceCommand, positive_int
 from queueproject.conf import product_settings
+from queueproject.runner import default_worker_id
 
 logger = logging.getLogger("groupqueues.worker")
 

@@ -1,0 +1,138 @@
+"""Outcomes: what became of each message a worker claimed, counted
+(``Tally``) and logged as one structured line each (``Outcomes``). Failures
+are nacked (backoff) or failed here, and unstarted claims released."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+from groupqueues import services
+from groupqueues.exceptions import LeaseLost
+from groupqueues.handlers import PermanentFailure
+from groupqueues.services import AckBatchResult, ClaimedMessage
+from groupqueues.worker.lanes import Lane
+
+logger = logging.getLogger("groupqueues.worker")
+
+ERROR_TEXT_MAX = 2000
+
+
+class Tally:
+    """Outcome counters shared by the slots (thread-safe)."""
+
+    OUTCOMES = ("acked", "retried", "dead", "released", "lease_lost")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts = dict.fromkeys(self.OUTCOMES, 0)
+
+    def add(self, outcome: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[outcome] += n
+
+    @property
+    def processed(self) -> int:
+        """Messages whose handler ran to an outcome (released ones did not run)."""
+        c = self.counts
+        return c["acked"] + c["retried"] + c["dead"] + c["lease_lost"]
+
+    def summary(self, elapsed: float) -> str:
+        """The counts and rate over ``elapsed`` seconds, as one line."""
+        c = self.counts
+        rate = self.processed / elapsed if elapsed > 0 else 0.0
+        return (
+            f"processed={self.processed} acked={c['acked']} retried={c['retried']} "
+            f"dead={c['dead']} released={c['released']} lease_lost={c['lease_lost']} "
+            f"seconds={elapsed:.2f} rate={rate:.0f}/s"
+        )
+
+
+class Outcomes:
+    """Settles what is not an ack and records every outcome: ``tally`` counts
+    it and the ``groupqueues.worker`` logger gets one JSON line per message
+    (at INFO). Thread-safe; ``worker_id`` goes into every line."""
+
+    def __init__(self, *, worker_id: str, tally: Tally) -> None:
+        self.tally = tally
+        self._worker_json = json.dumps(worker_id)
+
+    def fail(self, lane: Lane, message: ClaimedMessage, exc: Exception, duration: float) -> None:
+        """Nack (backoff; dead once out of attempts) the message whose handler
+        raised ``exc``, or fail it at once on ``PermanentFailure``."""
+        error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_MAX]
+        common = {"collection": lane.collection, "id": message.id,
+                  "claim_token": message.claim_token}  # fmt: skip
+        try:
+            if isinstance(exc, PermanentFailure):
+                services.message_fail(**common, error=error)
+                outcome = "dead"
+            else:
+                state = services.message_nack(**common, error=error).state
+                outcome = "dead" if state == "dead" else "retried"
+        except LeaseLost:
+            outcome = "lease_lost"
+        self.record(lane, message, outcome, duration, error=error)
+
+    def release(self, lane: Lane, messages: list[ClaimedMessage]) -> None:
+        """Give back claims not started (graceful stop): attempt not spent."""
+        for message in messages:
+            try:
+                services.message_release(
+                    collection=lane.collection, id=message.id, claim_token=message.claim_token
+                )
+                outcome = "released"
+            except LeaseLost:
+                outcome = "lease_lost"
+            self.record(lane, message, outcome, 0.0)
+
+    def record_acks(
+        self, lane: Lane, acks: list[tuple[ClaimedMessage, float]], result: AckBatchResult
+    ) -> None:
+        """Count and log the outcome of acking ``acks`` (message, duration)."""
+        self.tally.add("acked", result.acked)
+        self.tally.add("lease_lost", len(acks) - result.acked)
+        if logger.isEnabledFor(logging.INFO):
+            landed = {r.id for r in result.results if r.acked}
+            for message, duration in acks:
+                outcome = "acked" if message.id in landed else "lease_lost"
+                self._log(lane, message, outcome, duration)
+
+    def record(
+        self,
+        lane: Lane,
+        message: ClaimedMessage,
+        outcome: str,
+        duration: float,
+        error: str | None = None,
+    ) -> None:
+        """Count one outcome and log its line."""
+        self.tally.add(outcome)
+        self._log(lane, message, outcome, duration, error)
+
+    def _log(
+        self,
+        lane: Lane,
+        message: ClaimedMessage,
+        outcome: str,
+        duration: float,
+        error: str | None = None,
+    ) -> None:
+        """One structured (JSON) line per message outcome. Built by hand: at
+        full rate ``json.dumps`` of a dict is a visible cost (bench/README.md,
+        "Measurements moved out of code comments (worker)"); only free text
+        (worker id, error) needs escaping."""
+        if logger.isEnabledFor(logging.INFO):
+            tail = f', "error": {json.dumps(error)}}}' if error is not None else "}"
+            line = (
+                f'{{"event": "message", "outcome": "{outcome}", "id": "{message.id}", '
+                f'"queue": "{lane.queue}", "handler": {json.dumps(lane.handler_name)}, '
+                f'"attempt": {message.attempt}, "duration_ms": {duration:.3f}, '
+                f'"worker": {self._worker_json}{tail}'
+            )
+            # logger.info(line) without its search of the stack for the
+            # caller's file and line (a large share of its cost, measured in
+            # bench/README.md; the caller is always this line).
+            logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line,
+                                            None, None, "_log"))  # fmt: skip
