@@ -60,6 +60,7 @@ def maintenance_pass() -> MaintenanceReport:
     sweep = services.messages_sweep_expired()
     exhausted = services.messages_drop_exhausted()
     created, deleted = consumers_sync()
+    services.collections_refresh_claim_floors()  # last: after the reclaims above
     return MaintenanceReport(reclaimed, sweep.expired, sweep.pruned, exhausted, created, deleted)
 
 

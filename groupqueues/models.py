@@ -125,6 +125,19 @@ class Collection(models.Model):
     max_depth = models.PositiveIntegerField(null=True, blank=True)
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The claim floor (PostgreSQL; written by the maintenance pass, read by
+    # every claim; see sql.CLAIM_FLOOR_POSTGRES): at ``claim_floor_at`` no
+    # live message of priority <= ``claim_floor_priority`` came before
+    # (``claim_floor_ready``, ``claim_floor_seq``) in (ready time, enqueue
+    # order) and no claimed one had a lease before ``claim_floor_lease``, so
+    # claims start their index scans there instead of walking the dead entries
+    # below, which vacuum cannot remove while any transaction older than them
+    # is open. Never set: claims scan from the start (SQLite always does).
+    claim_floor_priority = models.IntegerField(null=True, editable=False)
+    claim_floor_ready = models.DateTimeField(null=True, editable=False)
+    claim_floor_seq = models.BigIntegerField(null=True, editable=False)
+    claim_floor_lease = models.DateTimeField(null=True, editable=False)
+    claim_floor_at = models.DateTimeField(null=True, editable=False)
 
     objects: ClassVar[CollectionQuerySet] = CollectionQuerySet.as_manager()  # type: ignore[assignment]
 

@@ -4,12 +4,26 @@ defaults for ``groupqueues.Message`` (``groupqueues_message``). They run
 through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 
 # The PostgreSQL claim: ONE statement (one round trip, autocommit is enough).
-# - ``lapsed`` and ``ready`` lock at most n candidates each in claim order with
-#   FOR UPDATE SKIP LOCKED, each from its own partial index (gq_msg_lease,
-#   gq_msg_claimable); both are MATERIALIZED so the planner cannot turn them into
-#   a semi-join that locks more rows than the LIMIT (the known `IN (… LIMIT n
-#   FOR UPDATE SKIP LOCKED)` trap). The collection's ``paused`` flag is read
-#   here too (an InitPlan), so a pause is seen by the very next claim.
+# - ``lapsed``, ``ready_above`` and ``ready`` lock at most n candidates (all
+#   three together) in claim order with FOR UPDATE SKIP LOCKED, from the
+#   partial indexes gq_msg_lease and gq_msg_claimable; all are MATERIALIZED so
+#   the planner cannot turn them into a semi-join that locks more rows than
+#   the LIMIT (the known `IN (… LIMIT n FOR UPDATE SKIP LOCKED)` trap).
+# - ``open`` reads the collection row: its ``paused`` flag (a pause is seen by
+#   the very next claim; paused or gone, the floors are NULL and no index scan
+#   finds a row) and its claim floor (CLAIM_FLOOR_POSTGRES) while fresh:
+#   computed by the maintenance pass at most FLOOR_FRESH_SECONDS ago and not
+#   in this claim's future; otherwise floors that exclude nothing.
+# - The floor is why claims stay fast behind a long-held transaction: acked
+#   and claimed rows leave dead entries at the head of both indexes, which
+#   vacuum cannot remove (nor index scans mark dead) while a transaction older
+#   than them is open, and a scan from the head visits every one of them in the
+#   heap (70 ms per claim after 100,000 claimed and acked). ``ready`` seeks to
+#   the (priority, ready time, seq) floor in gq_msg_claimable and ``lapsed`` to the
+#   lease floor in gq_msg_lease, so they walk only what died since the last
+#   maintenance pass. ``ready_above`` takes the rows of priorities above the
+#   floor's (enqueued since: the only ready rows below the floor in claim
+#   order); its range holds no entry unless such priorities were used.
 # - ``async_commit`` (QUEUE_ASYNC_COMMIT_CLAIMS, only in autocommit): ``open``
 #   also turns synchronous_commit off for this statement's own transaction, so
 #   its commit does not wait for the WAL flush (no extra round trip).
@@ -23,16 +37,32 @@ through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 #   ``expired``) and those out of attempts (dead ``exhausted``), which are
 #   never handed out. RETURNING gives every row; the caller keeps the claimed
 #   (the payload as text: decoded by the caller whatever the result format).
-_CLAIM_CTES = """
+FLOOR_FRESH_SECONDS = 60
+_CLAIM_CTES = f"""
 open AS (
-    SELECT 1 FROM groupqueues_collection WHERE id = %(collection_id)s AND NOT paused
-      AND CASE WHEN %(async_commit)s
-               THEN set_config('synchronous_commit', 'off', true) = 'off' ELSE true END
+    SELECT CASE WHEN fresh THEN claim_floor_priority ELSE 1000 END AS priority,
+           CASE WHEN fresh THEN claim_floor_ready ELSE '-infinity' END AS ready,
+           CASE WHEN fresh THEN claim_floor_seq ELSE 0 END AS seq,
+           CASE WHEN fresh THEN claim_floor_lease ELSE '-infinity' END AS lease
+    FROM (SELECT * FROM groupqueues_collection WHERE id = %(collection_id)s AND NOT paused
+            AND CASE WHEN %(async_commit)s
+                     THEN set_config('synchronous_commit', 'off', true) = 'off' ELSE true END
+         ) AS c,
+         LATERAL (SELECT claim_floor_at <= %(now)s
+                     AND claim_floor_at > %(now)s - interval '{FLOOR_FRESH_SECONDS} s' AS fresh) f
 ), lapsed AS MATERIALIZED (
     SELECT seq, priority, deliver_after, expires_at, attempt, max_attempts
     FROM groupqueues_message
     WHERE collection_id = %(collection_id)s AND state = 'claimed'
-      AND lease_expires_at <= %(now)s AND EXISTS (SELECT 1 FROM open)
+      AND lease_expires_at >= (SELECT lease FROM open) AND lease_expires_at <= %(now)s
+    ORDER BY priority DESC, deliver_after, seq
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), ready_above AS MATERIALIZED (
+    SELECT seq, priority, deliver_after, expires_at, attempt, max_attempts
+    FROM groupqueues_message
+    WHERE collection_id = %(collection_id)s AND state = 'ready'
+      AND priority > (SELECT priority FROM open) AND deliver_after <= %(now)s
     ORDER BY priority DESC, deliver_after, seq
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
@@ -40,15 +70,18 @@ open AS (
     SELECT seq, priority, deliver_after, expires_at, attempt, max_attempts
     FROM groupqueues_message
     WHERE collection_id = %(collection_id)s AND state = 'ready'
-      AND deliver_after <= %(now)s AND EXISTS (SELECT 1 FROM open)
+      AND priority <= (SELECT priority FROM open)
+      AND (deliver_after, seq) >= ((SELECT ready FROM open), (SELECT seq FROM open))
+      AND deliver_after <= %(now)s
     ORDER BY priority DESC, deliver_after, seq
-    LIMIT %(n)s
+    LIMIT %(n)s - (SELECT count(*) FROM ready_above)
     FOR UPDATE SKIP LOCKED
 ), picked AS MATERIALIZED (
     SELECT seq,
            CASE WHEN expires_at <= %(now)s THEN 'expired'
                 WHEN attempt >= max_attempts THEN 'exhausted' END AS death
-    FROM (SELECT * FROM lapsed UNION ALL SELECT * FROM ready) AS candidates
+    FROM (SELECT * FROM lapsed UNION ALL SELECT * FROM ready_above
+          UNION ALL SELECT * FROM ready) AS candidates
     ORDER BY priority DESC, deliver_after, seq
     LIMIT %(n)s
 )
@@ -120,6 +153,48 @@ def _acking(ack: str) -> str:
 
 ACK_AND_CLAIM_POSTGRES = _acking(ACK_POSTGRES + "RETURNING id\n")
 ACK_BATCH_AND_CLAIM_POSTGRES = _acking(ACK_BATCH_POSTGRES)
+
+# The claim floor of one collection (the maintenance pass; see the claim
+# above): the highest priority of its live rows (0 if none); the first
+# (ready time, seq) of its ready rows (the head of each priority: a loose
+# index scan, one probe per priority used), of its claimed rows (a release or
+# reclaim puts one back in its old place) and of ``now - margin``; and the
+# earliest lease of its claimed rows or ``now - margin``. A row made ready
+# after this pass is not below the floor in claim order unless its ready time
+# is more than ``margin`` before the pass and it commits after it (an enqueue
+# in a long transaction, clocks further apart than the margin): the next
+# pass, whose probes start from the head, lowers the floor to it.
+CLAIM_FLOOR_POSTGRES = """
+WITH RECURSIVE heads AS (
+    (SELECT priority, deliver_after, seq FROM groupqueues_message
+     WHERE collection_id = %(collection_id)s AND state = 'ready'
+     ORDER BY priority DESC, deliver_after, seq LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.deliver_after, h.seq FROM heads AS above, LATERAL (
+        SELECT priority, deliver_after, seq FROM groupqueues_message
+        WHERE collection_id = %(collection_id)s AND state = 'ready'
+          AND priority < above.priority
+        ORDER BY priority DESC, deliver_after, seq LIMIT 1
+    ) AS h
+), claimed AS (
+    SELECT priority, deliver_after, seq, lease_expires_at FROM groupqueues_message
+    WHERE collection_id = %(collection_id)s AND state = 'claimed'
+), low AS (
+    SELECT deliver_after, seq FROM (
+        SELECT deliver_after, seq FROM heads
+        UNION ALL SELECT deliver_after, seq FROM claimed
+        UNION ALL SELECT %(now)s - %(margin)s, 0
+    ) AS k ORDER BY deliver_after, seq LIMIT 1
+)
+UPDATE groupqueues_collection SET
+    claim_floor_priority = COALESCE(
+        GREATEST((SELECT max(priority) FROM heads), (SELECT max(priority) FROM claimed)), 0),
+    claim_floor_ready = (SELECT deliver_after FROM low),
+    claim_floor_seq = (SELECT seq FROM low),
+    claim_floor_lease = LEAST((SELECT min(lease_expires_at) FROM claimed), %(now)s - %(margin)s),
+    claim_floor_at = %(now)s
+WHERE id = %(collection_id)s
+"""
 
 # Every enqueue statement locks the collection row FOR KEY SHARE (in place of
 # a foreign key checked once per row; see Message.collection): if the

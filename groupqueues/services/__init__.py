@@ -60,8 +60,10 @@ from groupqueues.services.holder import (
     message_release,
 )
 from groupqueues.services.maintenance import (
+    CLAIM_FLOOR_MARGIN,
     PRUNE_CHUNK,
     collection_purge,
+    collections_refresh_claim_floors,
     messages_drop_exhausted,
     messages_prune_dead,
     messages_reclaim_expired,
@@ -83,6 +85,7 @@ from groupqueues.services.types import (
 )
 
 __all__ = [
+    "CLAIM_FLOOR_MARGIN",
     "CLAIM_ROUNDS",
     "MAX_ACK_BATCH",
     "MAX_BATCH",
@@ -106,6 +109,7 @@ __all__ = [
     "collection_stats",
     "collection_update",
     "collections_of",
+    "collections_refresh_claim_floors",
     "message_ack",
     "message_ack_and_claim",
     "message_ack_batch",

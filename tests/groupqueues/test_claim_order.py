@@ -49,7 +49,7 @@ def test_claim_sql__every_order_by_is_the_claim_order():
     }
     for name, text in statements.items():
         orders = re.findall(r"ORDER BY\s+(.+?)\s*\n", text)
-        assert len(orders) == 3, (name, orders)  # lapsed, ready, picked
+        assert len(orders) == 4, (name, orders)  # lapsed, ready, ready_above, picked
         for order in orders:
             columns = [re.sub(r"\s+ASC$", "", c.strip()) for c in order.split(",")]
             assert columns == _sql_order(), (name, order)
