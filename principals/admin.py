@@ -7,11 +7,12 @@ subtree, admins manage its memberships, apps and app tokens.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest
 
 from principals import services
 from principals.authz import Capability, Principal, has_capability, readable_groups
@@ -74,9 +75,11 @@ class CapabilityAdmin(admin.ModelAdmin):
 
 
 class MembershipInlineFormSet(forms.BaseInlineFormSet):
+    request: HttpRequest  # set on the class by MembershipInline.get_formset
+
     def clean(self) -> None:
         super().clean()
-        principal = Principal.for_user(self.request.user)  # type: ignore[attr-defined]
+        principal = Principal.for_user(self.request.user)
         for form in self.forms:
             role = form.cleaned_data.get("role") if form.has_changed() else None
             if (
@@ -95,7 +98,8 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
     def get_formset(self, request: Any, obj: Any = None, **kwargs: Any) -> Any:
-        formset = super().get_formset(request, obj, **kwargs)
+        # Django builds the class from ``self.formset``, so it is a MembershipInlineFormSet.
+        formset = cast(type[MembershipInlineFormSet], super().get_formset(request, obj, **kwargs))
         formset.request = request
         return formset
 
@@ -130,7 +134,7 @@ class GroupForm(forms.ModelForm):
             node: Group | None = parent
             while node is not None:
                 if node.pk == self.instance.pk:
-                    raise ValidationError(GroupCycle.__doc__)
+                    raise ValidationError(GroupCycle.__doc__ or GroupCycle.__name__)
                 node = node.parent
         return parent
 
@@ -216,7 +220,8 @@ class TokenCreateForm(forms.ModelForm):
         fields = ["name", "user", "app", "scopes", "expires_at"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if bool(data.get("user")) == bool(data.get("app")):
             raise ValidationError("Choose exactly one owner: a user or an app.")
         return data
@@ -239,7 +244,7 @@ class ApiTokenAdmin(CapabilityAdmin):
     readonly_fields = ["prefix", "created_at", "last_used_at"]
 
     def group_of(self, obj: ApiToken) -> Group:
-        if obj.app_id:
+        if obj.app is not None:
             return obj.app.group
         raise LookupError  # user tokens: only their owner or a superuser
 
@@ -250,10 +255,12 @@ class ApiTokenAdmin(CapabilityAdmin):
             )
         return super()._may(request, capability, obj)
 
-    def get_form(self, request: Any, obj: Any = None, **kwargs: Any) -> Any:
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[Any]]:
         if obj is None:
             kwargs["form"] = TokenCreateForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change, **kwargs)
 
     def get_fields(self, request: Any, obj: Any = None) -> Any:
         if obj is None:

@@ -62,8 +62,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if token.user is not None and not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
         _touch(token, now)
-        user = token.user if token.user is not None else AppIdentity(token.app)  # type: ignore[arg-type]
-        return user, token
+        if token.user is not None:
+            return token.user, token
+        assert token.app is not None  # the token_has_one_owner constraint
+        return AppIdentity(token.app), token
 
     def authenticate_header(self, request: Any) -> str:
         return 'Bearer realm="api"'
