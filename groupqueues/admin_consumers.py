@@ -34,7 +34,8 @@ class TriggerForm(forms.ModelForm):
         fields = TRIGGER_FIELDS
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         values = {k: getattr(self.instance, k) for k in TRIGGER_FIELDS if k != "group"}
@@ -52,8 +53,8 @@ class TriggerForm(forms.ModelForm):
 
 class ConsumerInline(admin.TabularInline):
     model = Consumer
-    fields = ["app", "created_at"]
-    readonly_fields = fields
+    readonly_fields = ("app", "created_at")
+    fields = readonly_fields
     extra = 0
     can_delete = False
 
