@@ -6,8 +6,8 @@ run:    ## web + worker on SQLite with demo data
 test:   ## the whole suite on SQLite, then PostgreSQL
 	scripts/test.sh
 
-lint:
-	scripts/bootstrap.sh && .venv/bin/ruff check . && .venv/bin/python manage.py makemigrations --check --dry-run
+lint:   ## ruff, ruff format --check, mypy (settings in pyproject.toml), migrations check
+	scripts/bootstrap.sh && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/mypy && .venv/bin/python manage.py makemigrations --check --dry-run
 
 schemathesis:  ## fuzz the group-queue API against its OpenAPI schema (slow; SQLite, then PostgreSQL if DATABASE_URL names it)
 	scripts/bootstrap.sh && env -u DATABASE_URL .venv/bin/python -m pytest -m slow -q -p no:cacheprovider tests/groupqueues/test_schemathesis.py

@@ -20,7 +20,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the bench imports Django code only after django.setup()
+    from multiprocessing.synchronize import Event
+
+    from groupqueues.models import Collection
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,7 +51,7 @@ def migrate() -> None:
     call_command("migrate", verbosity=0)
 
 
-def new_queue(label: str):  # type: ignore[no-untyped-def]
+def new_queue(label: str) -> Collection:
     from groupqueues import services
     from principals.models import Group
 
@@ -53,7 +60,7 @@ def new_queue(label: str):  # type: ignore[no-untyped-def]
     return services.collection_create(group=group, name=name, visibility_timeout=300)
 
 
-def fill(queue, count: int) -> None:  # type: ignore[no-untyped-def]
+def fill(queue: Collection, count: int) -> None:
     from groupqueues import services
 
     for start in range(0, count, 500):
@@ -141,7 +148,9 @@ def bench_ack_and_claim(count: int, batch: int = 1) -> tuple[int, float]:
     return done, time.perf_counter() - start
 
 
-def _process_main(database_url: str | None, collection_id: int, batch: int, ready, go) -> int:  # type: ignore[no-untyped-def]
+def _process_main(
+    database_url: str | None, collection_id: int, batch: int, ready: Event, go: Event
+) -> int:
     setup_django(database_url)
     from django.db import connection
 
@@ -151,7 +160,9 @@ def _process_main(database_url: str | None, collection_id: int, batch: int, read
     return drain(collection_id, batch)
 
 
-def bench_claim_ack(count: int, batch: int, processes: int, database_url: str | None):
+def bench_claim_ack(
+    count: int, batch: int, processes: int, database_url: str | None
+) -> tuple[int, float]:
     queue = new_queue(f"claim{batch}x{processes}")
     fill(queue, count)
     if processes == 1:
@@ -329,7 +340,7 @@ def main() -> None:
     print(f"database: {connection.vendor}  (scale {args.scale}, load average {load:.2f})")
     n = lambda base: max(100, int(base * args.scale))  # noqa: E731
 
-    def run(label: str, fn, *fnargs) -> None:  # type: ignore[no-untyped-def]
+    def run(label: str, fn: Callable[..., tuple[int, float]], *fnargs: Any) -> None:
         runs = []
         for _ in range(args.repeat):
             settle()

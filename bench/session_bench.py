@@ -22,6 +22,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the bench imports Django code only after django.setup()
+    from sessionqueues.models import Session
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -69,12 +73,13 @@ def drain_all(sessions: list, entries: int) -> None:
     for _ in range(entries):
         for session in sessions:
             row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+            assert row is not None, "the session ran dry before its entries were drained"
             services.reservation_acknowledge(
                 session_id=session.pk, reservation_id=row.reservation_id
             )
 
 
-def queries_per_operation(session) -> dict[str, int]:
+def queries_per_operation(session: Session) -> dict[str, int]:
     """Round trips of one insert, one reserve and one acknowledge (BEGIN/COMMIT
     are not captured by Django; add 2 each on PostgreSQL)."""
     counts = {}
@@ -84,6 +89,7 @@ def queries_per_operation(session) -> dict[str, int]:
     with CaptureQueriesContext(connection) as q:
         row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
     counts["reserve"] = len(q)
+    assert row is not None, "nothing reserved: the insert did not land"
     with CaptureQueriesContext(connection) as q:
         services.reservation_acknowledge(session_id=session.pk, reservation_id=row.reservation_id)
     counts["acknowledge"] = len(q)

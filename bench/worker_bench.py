@@ -27,6 +27,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the bench imports Django code only after django.setup()
+    from groupqueues.models import Collection
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/bench")
@@ -51,7 +55,7 @@ def setup_django(url: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def fresh_queue():
+def fresh_queue() -> Collection:
     from groupqueues import services
     from groupqueues.models import Collection, Message
     from principals.models import Group
@@ -62,7 +66,7 @@ def fresh_queue():
     return services.collection_create(group=group, name="drain")
 
 
-def enqueue_n(queue, n: int) -> None:
+def enqueue_n(queue: Collection, n: int) -> None:
     from groupqueues import services
 
     for start in range(0, n, services.MAX_BATCH):
@@ -86,10 +90,18 @@ def drain(url: str, processes: int, concurrency: int) -> tuple[float, float, lis
     ]  # fmt: skip
     outs, cpu = [], 0.0
     for proc in procs:
+        assert proc.stdout is not None  # stdout=PIPE
         outs.append(proc.stdout.read().strip())
         _, _, usage = os.wait4(proc.pid, 0)
         cpu += usage.ru_utime + usage.ru_stime
     return time.perf_counter() - started, cpu, outs
+
+
+def _seconds_reported(out: str) -> float:
+    """The ``seconds=`` figure of a worker's closing log line."""
+    found = re.search(r"seconds=([\d.]+)", out)
+    assert found is not None, f"no seconds= in the worker's output: {out!r}"
+    return float(found.group(1))
 
 
 def bench_drain(url: str, n: int, repeat: int) -> None:
@@ -105,7 +117,7 @@ def bench_drain(url: str, n: int, repeat: int) -> None:
             enqueue_n(queue, n)
             wall, cpu, outs = drain(url, processes, concurrency)
             assert Message.objects.count() == 0, "messages left behind"
-            inner = max(float(re.search(r"seconds=([\d.]+)", o).group(1)) for o in outs)
+            inner = max(_seconds_reported(o) for o in outs)
             runs.append((inner, wall, cpu))
         inner, wall, cpu = min(runs)
         print(f"  drain {n} msgs, {processes} process(es) x {concurrency} thread(s), best of "

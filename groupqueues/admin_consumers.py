@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
 from groupqueues import trigger_services
 from groupqueues.exceptions import GroupQueueError
@@ -34,7 +35,8 @@ class TriggerForm(forms.ModelForm):
         fields = TRIGGER_FIELDS
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         values = {k: getattr(self.instance, k) for k in TRIGGER_FIELDS if k != "group"}
@@ -52,12 +54,12 @@ class TriggerForm(forms.ModelForm):
 
 class ConsumerInline(admin.TabularInline):
     model = Consumer
-    fields = ["app", "created_at"]
-    readonly_fields = fields
+    readonly_fields = ("app", "created_at")
+    fields = readonly_fields
     extra = 0
     can_delete = False
 
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -72,13 +74,13 @@ class TriggerAdmin(CapabilityAdmin):
     def group_of(self, obj: Trigger) -> Group:
         return obj.group
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         qs = super().get_queryset(request).select_related("group")
         if request.user.is_superuser:
             return qs
         return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
 
-    def save_model(self, request: Any, obj: Trigger, form: Any, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Trigger, form: Any, change: bool) -> None:
         data = {k: form.cleaned_data[k] for k in TRIGGER_FIELDS if k in form.cleaned_data}
         if change:
             for name in ("group", "collection_name"):
@@ -87,10 +89,10 @@ class TriggerAdmin(CapabilityAdmin):
         else:
             obj.pk = trigger_services.trigger_create(**data).pk
 
-    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return ["group", "collection_name"] if obj is not None else []
 
-    def delete_model(self, request: Any, obj: Trigger) -> None:
+    def delete_model(self, request: HttpRequest, obj: Trigger) -> None:
         trigger_services.trigger_delete(trigger=obj)
 
 
@@ -101,16 +103,16 @@ class TaskRunAdmin(admin.ModelAdmin):
     list_filter = ["status", "queue_name"]
     search_fields = ["id", "task_path"]
 
-    def has_module_permission(self, request: Any) -> bool:
+    def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and request.user.is_superuser
 
-    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_module_permission(request)
 
-    def has_add_permission(self, request: Any) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 

@@ -4,7 +4,7 @@ The views decorate themselves with these; nothing here runs at request time."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -25,7 +25,7 @@ ERRORS_413_429 = {
     429: error("throttled / queue_full: the collection holds max_depth live messages"),
 }
 
-PATH = OpenApiParameter.PATH
+PATH: Final = OpenApiParameter.PATH
 GROUP_ROUTE = extend_schema(parameters=[
     OpenApiParameter("g", str, PATH, description="Group slug or id."),
 ])  # fmt: skip

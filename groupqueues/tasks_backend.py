@@ -30,36 +30,34 @@ from __future__ import annotations
 import contextlib
 import json
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils.crypto import get_random_string
 from django.utils.module_loading import import_string
 
-try:  # Django >= 6
-    from django.tasks import (  # type: ignore[import-not-found]
-        Task,
-        TaskContext,
-        TaskResult,
-        TaskResultStatus,
-    )
-    from django.tasks.backends.base import BaseTaskBackend  # type: ignore[import-not-found]
-    from django.tasks.base import TaskError  # type: ignore[import-not-found]
-    from django.tasks.exceptions import (  # type: ignore[import-not-found]
-        InvalidTaskBackend as InvalidTaskBackendError,
-    )
-    from django.tasks.exceptions import TaskResultDoesNotExist  # type: ignore[import-not-found]
-    from django.tasks.signals import (  # type: ignore[import-not-found]
-        task_enqueued,
-        task_finished,
-        task_started,
-    )
-except ImportError:  # Django 5.2 with the django-tasks package
+if TYPE_CHECKING:
+    # Checked against what runs on the pinned Django 5.2: the django-tasks package. (The
+    # Django stubs also describe Django 6's django.tasks, the same API under other names.)
     from django_tasks import TaskContext, TaskResult, TaskResultStatus
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskError
     from django_tasks.exceptions import InvalidTaskBackendError, TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
+else:
+    try:  # Django >= 6
+        from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
+        from django.tasks.backends.base import BaseTaskBackend
+        from django.tasks.base import TaskError
+        from django.tasks.exceptions import InvalidTaskBackend as InvalidTaskBackendError
+        from django.tasks.exceptions import TaskResultDoesNotExist
+        from django.tasks.signals import task_enqueued, task_finished, task_started
+    except ImportError:  # Django 5.2 with the django-tasks package
+        from django_tasks import TaskContext, TaskResult, TaskResultStatus
+        from django_tasks.backends.base import BaseTaskBackend
+        from django_tasks.base import Task, TaskError
+        from django_tasks.exceptions import InvalidTaskBackendError, TaskResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from groupqueues import services
 from groupqueues.exceptions import CollectionExists, CollectionNotFound, TriggerExists
@@ -170,8 +168,8 @@ def normalize_json(value: Any) -> Any:
     return json.loads(json.dumps(value, allow_nan=False))
 
 
-def task_result(run: TaskRun, task: Task) -> TaskResult:
-    result = TaskResult(
+def task_result(run: TaskRun, task: Task) -> TaskResult[Any]:
+    result: TaskResult[Any] = TaskResult(
         task=task, id=run.id, status=TaskResultStatus(run.status), enqueued_at=run.enqueued_at,
         started_at=run.started_at, finished_at=run.finished_at,
         last_attempted_at=run.last_attempted_at, args=run.args, kwargs=run.kwargs,

@@ -11,6 +11,7 @@ every maintenance pass (a safety net for writes that bypass signals, such as
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -49,7 +50,7 @@ def _check_trigger(values: dict[str, Any]) -> dict[str, Any]:
     """Validate trigger fields (only those given)."""
     out = {k: v for k, v in values.items() if v is not _UNSET}
     name = out.get("collection_name")
-    if name is not None and not COLLECTION_NAME_VALIDATOR.regex.match(str(name)):
+    if name is not None and not re.match(COLLECTION_NAME_VALIDATOR.regex, str(name)):
         raise err.InvalidQueueInput.field("collection_name", str(COLLECTION_NAME_VALIDATOR.message))
     if "handler" in out and out["handler"] not in handlers.names():
         known = ", ".join(handlers.names())

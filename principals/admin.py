@@ -7,11 +7,12 @@ subtree, admins manage its memberships, apps and app tokens.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest
 
 from principals import services
 from principals.authz import Capability, Principal, has_capability, readable_groups
@@ -19,11 +20,11 @@ from principals.exceptions import GroupCycle
 from principals.models import ApiToken, App, Group, Membership, Role, Scope
 
 
-def admin_principal(request: Any) -> Principal:
+def admin_principal(request: HttpRequest) -> Principal:
     return Principal.for_user(request.user)
 
 
-def manageable_groups(request: Any) -> list[Group]:
+def manageable_groups(request: HttpRequest) -> list[Group]:
     """Groups whose access the staff user may manage (admin+; all for superusers)."""
     principal = admin_principal(request)
     return [
@@ -46,7 +47,7 @@ class CapabilityAdmin(admin.ModelAdmin):
     def group_of(self, obj: Any) -> Group:
         raise NotImplementedError
 
-    def _may(self, request: Any, capability: Capability, obj: Any) -> bool:
+    def _may(self, request: HttpRequest, capability: Capability, obj: Any) -> bool:
         if not request.user.is_active or not request.user.is_staff:
             return False
         if request.user.is_superuser:
@@ -55,28 +56,30 @@ class CapabilityAdmin(admin.ModelAdmin):
             return bool(readable_groups(admin_principal(request)))
         return has_capability(admin_principal(request), capability, self.group_of(obj))
 
-    def has_module_permission(self, request: Any) -> bool:
+    def has_module_permission(self, request: HttpRequest) -> bool:
         return self._may(request, self.view_capability, None)
 
-    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._may(request, self.view_capability, obj)
 
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is None:
             return request.user.is_superuser or bool(manageable_groups(request))
         return self._may(request, self.change_capability, obj)
 
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_change_permission(request, obj)
 
-    def has_add_permission(self, request: Any) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser or bool(manageable_groups(request))
 
 
 class MembershipInlineFormSet(forms.BaseInlineFormSet):
+    request: HttpRequest  # set on the class by MembershipInline.get_formset
+
     def clean(self) -> None:
         super().clean()
-        principal = Principal.for_user(self.request.user)  # type: ignore[attr-defined]
+        principal = Principal.for_user(self.request.user)
         for form in self.forms:
             role = form.cleaned_data.get("role") if form.has_changed() else None
             if (
@@ -94,28 +97,29 @@ class MembershipInline(admin.TabularInline):
     extra = 0
     autocomplete_fields = ["user"]
 
-    def get_formset(self, request: Any, obj: Any = None, **kwargs: Any) -> Any:
-        formset = super().get_formset(request, obj, **kwargs)
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        # Django builds the class from ``self.formset``, so it is a MembershipInlineFormSet.
+        formset = cast(type[MembershipInlineFormSet], super().get_formset(request, obj, **kwargs))
         formset.request = request
         return formset
 
-    def _may_manage(self, request: Any, obj: Any) -> bool:
+    def _may_manage(self, request: HttpRequest, obj: Any) -> bool:
         if request.user.is_superuser:
             return True
         return obj is not None and has_capability(
             admin_principal(request), Capability.GROUP_MANAGE_ACCESS, obj
         )
 
-    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.is_staff
 
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._may_manage(request, obj)
 
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._may_manage(request, obj)
 
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._may_manage(request, obj)
 
 
@@ -130,7 +134,7 @@ class GroupForm(forms.ModelForm):
             node: Group | None = parent
             while node is not None:
                 if node.pk == self.instance.pk:
-                    raise ValidationError(GroupCycle.__doc__)
+                    raise ValidationError(GroupCycle.__doc__ or GroupCycle.__name__)
                 node = node.parent
         return parent
 
@@ -145,13 +149,13 @@ class GroupAdmin(CapabilityAdmin):
     def group_of(self, obj: Group) -> Group:
         return obj
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         qs = super().get_queryset(request).select_related("parent")
         if request.user.is_superuser:
             return qs
         return qs.filter(pk__in=[g.pk for g in readable_groups(admin_principal(request))])
 
-    def formfield_for_foreignkey(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "parent" and not request.user.is_superuser:
             kwargs["queryset"] = Group.objects.filter(
                 pk__in=[g.pk for g in manageable_groups(request)]
@@ -159,7 +163,7 @@ class GroupAdmin(CapabilityAdmin):
             kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request: Any, obj: Group, form: Any, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Group, form: Any, change: bool) -> None:
         if change and "parent" in form.changed_data:
             try:
                 services.group_set_parent(group=obj, parent=obj.parent)
@@ -168,7 +172,7 @@ class GroupAdmin(CapabilityAdmin):
                 return
         super().save_model(request, obj, form, change)
 
-    def delete_model(self, request: Any, obj: Group) -> None:
+    def delete_model(self, request: HttpRequest, obj: Group) -> None:
         services.group_delete(group=obj)
 
 
@@ -181,24 +185,24 @@ class AppAdmin(CapabilityAdmin):
     def group_of(self, obj: App) -> Group:
         return obj.group
 
-    def formfield_for_dbfield(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "webhook_url":
             kwargs["assume_scheme"] = "https"  # Django 6's default; explicit on 5.2
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
-    def get_exclude(self, request: Any, obj: Any = None) -> Any:
+    def get_exclude(self, request: HttpRequest, obj: Any = None) -> Any:
         # The webhook secret is for those who manage the app's group only.
         if obj is not None and not self.has_change_permission(request, obj):
             return ["webhook_secret"]
         return []
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         qs = super().get_queryset(request).select_related("group")
         if request.user.is_superuser:
             return qs
         return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
 
-    def formfield_for_foreignkey(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "group" and not request.user.is_superuser:
             kwargs["queryset"] = Group.objects.filter(
                 pk__in=[g.pk for g in manageable_groups(request)]
@@ -216,7 +220,8 @@ class TokenCreateForm(forms.ModelForm):
         fields = ["name", "user", "app", "scopes", "expires_at"]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if bool(data.get("user")) == bool(data.get("app")):
             raise ValidationError("Choose exactly one owner: a user or an app.")
         return data
@@ -239,33 +244,35 @@ class ApiTokenAdmin(CapabilityAdmin):
     readonly_fields = ["prefix", "created_at", "last_used_at"]
 
     def group_of(self, obj: ApiToken) -> Group:
-        if obj.app_id:
+        if obj.app is not None:
             return obj.app.group
         raise LookupError  # user tokens: only their owner or a superuser
 
-    def _may(self, request: Any, capability: Capability, obj: Any) -> bool:
+    def _may(self, request: HttpRequest, capability: Capability, obj: Any) -> bool:
         if obj is not None and obj.user_id is not None:
             return request.user.is_superuser or (
                 request.user.is_staff and obj.user_id == request.user.pk
             )
         return super()._may(request, capability, obj)
 
-    def get_form(self, request: Any, obj: Any = None, **kwargs: Any) -> Any:
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[Any]]:
         if obj is None:
             kwargs["form"] = TokenCreateForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change, **kwargs)
 
-    def get_fields(self, request: Any, obj: Any = None) -> Any:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
             return ["name", "user", "app", "scopes", "expires_at"]
         return ["name", "user", "app", "scopes", "expires_at", "revoked", *self.readonly_fields]
 
-    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
             return []
         return ["name", "user", "app", "scopes", "expires_at", "revoked", *self.readonly_fields]
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         qs = super().get_queryset(request).select_related("user", "app__group")
         if request.user.is_superuser:
             return qs
@@ -274,7 +281,7 @@ class ApiTokenAdmin(CapabilityAdmin):
 
         return qs.filter(Q(user=request.user) | Q(app__group__in=groups))
 
-    def formfield_for_foreignkey(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if not request.user.is_superuser:
             if db_field.name == "app":
                 kwargs["queryset"] = App.objects.filter(
@@ -283,10 +290,12 @@ class ApiTokenAdmin(CapabilityAdmin):
             if db_field.name == "user":
                 from django.contrib.auth import get_user_model
 
-                kwargs["queryset"] = get_user_model().objects.filter(pk=request.user.pk)
+                # The admin only serves signed-in staff: request.user is never AnonymousUser here.
+                own = get_user_model().objects.filter(pk=request.user.pk)  # type: ignore[misc]
+                kwargs["queryset"] = own
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request: Any, obj: ApiToken, form: Any, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             return  # tokens are immutable apart from revocation (the action)
         token, secret = services.token_create(
@@ -303,7 +312,7 @@ class ApiTokenAdmin(CapabilityAdmin):
         )
 
     @admin.action(description="Revoke selected tokens")
-    def revoke_tokens(self, request: Any, queryset: Any) -> None:
+    def revoke_tokens(self, request: HttpRequest, queryset: Any) -> None:
         count = 0
         for token in queryset.filter(revoked=False):
             if self.has_change_permission(request, token):

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 from rest_framework import authentication, exceptions
+from rest_framework.request import Request
 
 from principals.authz import Principal
 from principals.models import ApiToken, App
@@ -62,8 +63,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if token.user is not None and not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
         _touch(token, now)
-        user = token.user if token.user is not None else AppIdentity(token.app)  # type: ignore[arg-type]
-        return user, token
+        if token.user is not None:
+            return token.user, token
+        assert token.app is not None  # the token_has_one_owner constraint
+        return AppIdentity(token.app), token
 
     def authenticate_header(self, request: Any) -> str:
         return 'Bearer realm="api"'
@@ -76,9 +79,9 @@ def _touch(token: ApiToken, now: Any) -> None:
         token.last_used_at = now
 
 
-def principal_of(request: Any) -> Principal:
+def principal_of(request: Request) -> Principal:
     """The acting principal of a DRF request (cached on the request)."""
-    cached = getattr(request, "_principal", None)
+    cached: Principal | None = getattr(request, "_principal", None)
     if cached is not None:
         return cached
     auth = getattr(request, "auth", None)
@@ -87,5 +90,5 @@ def principal_of(request: Any) -> Principal:
         if isinstance(auth, ApiToken)
         else Principal.for_user(request.user)
     )
-    request._principal = principal
+    request._principal = principal  # type: ignore[attr-defined]  # a per-request cache
     return principal

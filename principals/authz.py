@@ -118,7 +118,7 @@ class Principal:
     def for_user(cls, user: AbstractBaseUser | AnonymousUser | None) -> Principal:
         if user is None or not user.is_authenticated:
             return cls()
-        return cls(user=user)  # type: ignore[arg-type]
+        return cls(user=user)
 
     @classmethod
     def for_token(cls, token: ApiToken) -> Principal:
@@ -157,7 +157,8 @@ class Principal:
             return None
         if group.pk not in self._roles:
             ids = [g.pk for g in group.ancestors()]
-            best = Membership.objects.filter(user=self.user, group_id__in=ids).aggregate(
+            # By id: the user model is pluggable (AbstractBaseUser), the FK's static type is not.
+            best = Membership.objects.filter(user_id=self.user.pk, group_id__in=ids).aggregate(
                 best=Max("role")
             )["best"]
             self._roles[group.pk] = best
@@ -229,12 +230,13 @@ def readable_groups(principal: Principal) -> list[Group]:
     Users: every group in the subtree of a group they hold a role on (all for
     superusers). App tokens with ``queue:read``: the app's chain.
     """
-    if not principal.is_authenticated:
-        return []
     if principal.app is not None:
         if not principal.has_scope(RULES[Capability.QUEUE_READ].app_scopes):
             return []
         return sorted(principal.app.group.ancestors(), key=lambda g: g.slug)
+    user = principal.user
+    if user is None or not user.is_active:  # not authenticated
+        return []
     if principal.scopes is not None and not principal.has_scope(
         RULES[Capability.QUEUE_READ].user_scopes
     ):
@@ -242,7 +244,7 @@ def readable_groups(principal: Principal) -> list[Group]:
     groups = list(Group.objects.all())
     if principal.is_superuser:
         return groups
-    roots = set(Membership.objects.filter(user=principal.user).values_list("group_id", flat=True))
+    roots = set(Membership.objects.filter(user_id=user.pk).values_list("group_id", flat=True))
     children: dict[Any, list[Group]] = {}
     for g in groups:
         children.setdefault(g.parent_id, []).append(g)

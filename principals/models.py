@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -50,10 +50,13 @@ class Scope(models.TextChoices):
 SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
 
-class RefQuerySet(models.QuerySet):
+_M = TypeVar("_M", bound=models.Model)
+
+
+class RefQuerySet(models.QuerySet[_M]):
     """Lookup by "slug or id", as URLs and commands address groups and apps."""
 
-    def by_ref(self, ref: object) -> models.Model:
+    def by_ref(self, ref: object) -> _M:
         """The row whose UUID id or slug is ``ref`` (raises ``DoesNotExist``;
         a malformed reference is simply not found, never a database error)."""
         text = str(ref)
@@ -62,11 +65,16 @@ class RefQuerySet(models.QuerySet):
         except ValueError:
             pass
         if not SLUG_PATTERN.match(text):
-            raise self.model.DoesNotExist(f"malformed reference {text!r}")
+            # The stubs give DoesNotExist to each concrete model, not to a bound TypeVar's.
+            raise self.model.DoesNotExist(f"malformed reference {text!r}")  # type: ignore[attr-defined]
         return self.get(slug=text)
 
 
-class GroupQuerySet(RefQuerySet):
+class GroupQuerySet(RefQuerySet["Group"]):
+    pass
+
+
+class AppQuerySet(RefQuerySet["App"]):
     pass
 
 
@@ -82,7 +90,7 @@ class Group(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects: ClassVar[GroupQuerySet] = GroupQuerySet.as_manager()  # type: ignore[assignment]
+    objects = GroupQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]
@@ -124,7 +132,7 @@ class App(models.Model):
     webhook_timeout = models.FloatField(default=10.0)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects: ClassVar[RefQuerySet] = RefQuerySet.as_manager()  # type: ignore[assignment]
+    objects = AppQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]
@@ -195,7 +203,7 @@ class ApiToken(models.Model):
 
     @property
     def owner_label(self) -> str:
-        return f"app:{self.app.slug}" if self.app_id else f"user:{self.user_id}"
+        return f"app:{self.app.slug}" if self.app is not None else f"user:{self.user_id}"
 
 
 class RateCounter(models.Model):

@@ -4,7 +4,11 @@ from principals.models import Group
 
 
 class GroupSerializer(serializers.ModelSerializer):
-    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # DRF's metaclass moves declared fields into _declared_fields; the stubs see this
+    # class attribute as overriding Field.parent (the field's own parent serializer).
+    parent: serializers.SlugRelatedField[Group] = serializers.SlugRelatedField(  # type: ignore[assignment]
+        slug_field="slug", read_only=True
+    )
     path = serializers.CharField(read_only=True)
 
     class Meta:

@@ -10,4 +10,5 @@ def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict
     which the one exception handler turns into 400 ``invalid`` with details)."""
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+    validated_data: dict[str, Any] = serializer.validated_data  # a dict once is_valid passed
+    return validated_data

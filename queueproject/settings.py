@@ -6,6 +6,7 @@ Product settings with their types and defaults live in ``queueproject.conf``.
 """
 
 from pathlib import Path
+from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -179,7 +180,7 @@ QUEUE_MAINTENANCE_LEASE_TTL = env.float("QUEUE_MAINTENANCE_LEASE_TTL", default=3
 # tasks become messages of queues of the group TASKS_GROUP (one collection per
 # queue name, created on first use with a trigger running them), and
 # ``manage.py queue_worker`` runs them. See groupqueues/tasks_backend.py.
-TASKS = {
+TASKS: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "groupqueues.tasks_backend.GroupQueueTaskBackend",
         "QUEUES": [],  # any queue name

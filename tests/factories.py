@@ -1,13 +1,28 @@
 """factory-boy factories shared by all test modules."""
 
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 
 from principals.models import App, Group, Membership, Role
 from principals.services import token_create
 
+_T = TypeVar("_T")
 
-class UserFactory(factory.django.DjangoModelFactory):
+if TYPE_CHECKING:
+
+    class ModelFactory(factory.django.DjangoModelFactory[_T]):
+        # factory-boy's metaclass makes ``SomeFactory(**kw)`` create and return a model row,
+        # but its __call__ is unannotated, so mypy would type the call as the factory itself.
+        def __new__(cls, **kwargs: Any) -> _T:  # type: ignore[misc]  # the model, not cls
+            raise NotImplementedError
+else:
+    ModelFactory = factory.django.DjangoModelFactory
+
+
+class UserFactory(ModelFactory[User]):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)
@@ -16,7 +31,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.django.Password("pw")
 
 
-class GroupFactory(factory.django.DjangoModelFactory):
+class GroupFactory(ModelFactory[Group]):
     class Meta:
         model = Group
 
@@ -25,7 +40,7 @@ class GroupFactory(factory.django.DjangoModelFactory):
     parent = None
 
 
-class AppFactory(factory.django.DjangoModelFactory):
+class AppFactory(ModelFactory[App]):
     class Meta:
         model = App
 
@@ -34,7 +49,7 @@ class AppFactory(factory.django.DjangoModelFactory):
     group = factory.SubFactory(GroupFactory)
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(ModelFactory[Membership]):
     class Meta:
         model = Membership
 

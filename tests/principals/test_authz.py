@@ -62,7 +62,8 @@ def test_superuser_may_do_everything(tree):
 
 def test_unknown_capability_fails_closed(tree):
     su = UserFactory(is_superuser=True)
-    assert has_capability(Principal.for_user(su), "queue.teleport", tree["root"]) is False
+    teleport = "queue.teleport"  # deliberately not a Capability: what an untyped caller may pass
+    assert has_capability(Principal.for_user(su), teleport, tree["root"]) is False  # type: ignore[arg-type]
 
 
 def test_user_token_is_narrowed_by_scopes(tree):

@@ -27,7 +27,9 @@ def test_create_group_app_and_grant():
     run("create_app", "shop", "--group", "acme-web")
     UserFactory(username="ann")
     run("grant_role", "ann", "acme", "editor")
-    assert Group.objects.get(slug="acme-web").parent.slug == "acme"
+    parent = Group.objects.get(slug="acme-web").parent
+    assert parent is not None
+    assert parent.slug == "acme"
     assert App.objects.get(slug="shop").group.slug == "acme-web"
     assert Membership.objects.get(user__username="ann").role == Role.EDITOR
 
