@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "principals",
     "groupqueues",
     "sessionqueues",
+    "store",
 ]
 
 MIDDLEWARE = [
@@ -55,7 +56,7 @@ MIDDLEWARE = [
 ROOT_URLCONF = "queueproject.urls"
 # The apps' API URLconfs, mounted under /api/ in this order by queueproject/urls.py
 # (named here so that the shared layer names no app).
-API_URLCONFS = ["principals.urls", "groupqueues.urls", "sessionqueues.urls"]
+API_URLCONFS = ["principals.urls", "groupqueues.urls", "sessionqueues.urls", "store.urls"]
 WSGI_APPLICATION = "queueproject.wsgi.application"
 ASGI_APPLICATION = "queueproject.asgi.application"
 
