@@ -14,7 +14,7 @@ import os
 import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from operator import attrgetter, itemgetter
 from typing import Any, ClassVar
@@ -139,7 +139,7 @@ class Collection(models.Model):
     claim_floor_lease = models.DateTimeField(null=True, editable=False)
     claim_floor_at = models.DateTimeField(null=True, editable=False)
 
-    objects: ClassVar[CollectionQuerySet] = CollectionQuerySet.as_manager()  # type: ignore[assignment]
+    objects = CollectionQuerySet.as_manager()
 
     class Meta:
         ordering = ["group_id", "name"]
@@ -249,7 +249,7 @@ class MessageQuerySet(models.QuerySet["Message"]):
         """Ordered by ``CLAIM_ORDER``."""
         return self.order_by(*[("-" if desc else "") + name for name, desc in CLAIM_ORDER])
 
-    def key_holders(self, keys: list[str | None]) -> dict[str | None, uuid.UUID]:
+    def key_holders(self, keys: Sequence[str | None]) -> dict[str | None, uuid.UUID]:
         """idempotency key -> id of the message holding it (among these rows)."""
         return dict(self.filter(idempotency_key__in=keys).values_list("idempotency_key", "id"))
 
@@ -333,7 +333,7 @@ class Message(models.Model):
     enqueued_by = models.CharField(max_length=200, blank=True, default="")
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
 
-    objects: ClassVar[MessageQuerySet] = MessageQuerySet.as_manager()  # type: ignore[assignment]
+    objects = MessageQuerySet.as_manager()
 
     class Meta:
         ordering = ["seq"]
@@ -432,7 +432,7 @@ class Trigger(models.Model):
     shared = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects: ClassVar[TriggerQuerySet] = TriggerQuerySet.as_manager()  # type: ignore[assignment]
+    objects = TriggerQuerySet.as_manager()
 
     class Meta:
         ordering = ["group_id", "collection_name", "handler"]
@@ -471,7 +471,7 @@ class Consumer(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects: ClassVar[ConsumerQuerySet] = ConsumerQuerySet.as_manager()  # type: ignore[assignment]
+    objects = ConsumerQuerySet.as_manager()
 
     class Meta:
         ordering = ["trigger_id", "id"]
@@ -486,7 +486,7 @@ class Consumer(models.Model):
         ]  # fmt: skip
 
     def __str__(self) -> str:
-        who = self.app.slug if self.app_id else self.trigger.group.slug  # type: ignore[union-attr]
+        who = self.app.slug if self.app is not None else self.trigger.group.slug
         return f"{self.trigger} as {who}"
 
 

@@ -10,7 +10,7 @@ hold under concurrency.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from django.db import models
@@ -144,7 +144,7 @@ class QueuedMessage(models.Model):
     reserved_at = models.DateTimeField(null=True, blank=True)
     delivery_attempted = models.BooleanField(default=False)
 
-    objects: ClassVar[QueuedMessageQuerySet] = QueuedMessageQuerySet.as_manager()  # type: ignore[assignment]
+    objects = QueuedMessageQuerySet.as_manager()
 
     class Meta:
         ordering = ["session_id", "position"]
@@ -180,7 +180,7 @@ class PendingMove(models.Model):
     def __str__(self) -> str:
         return f"move {self.move_id} of {self.session_id}"
 
-    def is_stale(self, now: Any) -> bool:
+    def is_stale(self, now: datetime) -> bool:
         return self.queued_at <= now - PENDING_MOVE_STALE_AFTER
 
     def as_record(self) -> dict[str, Any]:

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 from django.db.models import Count, F, Max, Q
 
-from sessionqueues.models import QueuedMessage, Session
+from sessionqueues.models import QueuedMessage, QueuedMessageQuerySet, Session
 
 # Far above any live position (a PositiveIntegerField tops out near 2.1e9).
 PARK_OFFSET = 1_000_000_000
 
 
-def rows(session: Session):  # type: ignore[no-untyped-def]
+def rows(session: Session) -> QueuedMessageQuerySet:
     """All stored rows of the session, reserved ones included."""
     return QueuedMessage.objects.filter(session=session)
 

@@ -63,7 +63,7 @@ def lanes_of_consumers(
                 collection=collection, queue=queue, handler_name=trigger.handler,
                 batch=batch or trigger.batch_size, concurrency=concurrency or trigger.concurrency,
                 visibility_timeout=trigger.visibility_timeout or collection.visibility_timeout,
-                app_slug=consumer.app.slug if consumer.app_id else None,  # type: ignore[union-attr]
+                app_slug=consumer.app.slug if consumer.app is not None else None,
             )
         )  # fmt: skip
     return lanes
