@@ -22,11 +22,16 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db import connections
 
 from queueproject import rawsql
 from queueproject.conf import product_settings
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +149,7 @@ class _Hub:
         self.stopping.set()
         self.thread.join(timeout=5)
 
-    def _connect(self):  # type: ignore[no-untyped-def]
+    def _connect(self) -> psycopg.Connection[TupleRow]:
         import psycopg
 
         params = connections[self.using].get_connection_params()
@@ -152,7 +157,7 @@ class _Hub:
         keep = {k: v for k, v in params.items() if k in wanted}
         return psycopg.connect(autocommit=True, connect_timeout=5, **keep)
 
-    def _sync_listens(self, conn) -> None:  # type: ignore[no-untyped-def]
+    def _sync_listens(self, conn: psycopg.Connection[TupleRow]) -> None:
         with self.lock:
             wanted = {name for name, subs in self.subs.items() if subs}
             new = wanted - self.listening

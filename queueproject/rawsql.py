@@ -17,11 +17,14 @@ import functools
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.utils import CursorWrapper
 
 from queueproject.conf import ProductSettings, product_settings
 
 
-def cursor(settings: ProductSettings | None = None, *, using: str = DEFAULT_DB_ALIAS) -> Any:
+def cursor(
+    settings: ProductSettings | None = None, *, using: str = DEFAULT_DB_ALIAS
+) -> CursorWrapper:
     """A Django cursor (use it as a context manager) on connection ``using``;
     on PostgreSQL with prepared statements on, every statement it runs is bound
     server-side and prepared on first use, so PostgreSQL plans each statement
@@ -42,16 +45,18 @@ def cursor(settings: ProductSettings | None = None, *, using: str = DEFAULT_DB_A
     if kept is None or kept.connection is not raw:
         with db.wrap_database_errors:
             kept = _prepared_cursor_class()(raw)
-        db._queue_prepared_cursor = kept
+        db._queue_prepared_cursor = kept  # type: ignore[attr-defined]  # a per-connection cache
     # The same wrapping Django's own connection.cursor() applies.
-    return db._prepare_cursor(kept)
+    cur: CursorWrapper = db._prepare_cursor(kept)  # type: ignore[attr-defined]  # absent from the stubs
+    return cur
 
 
 def execute(query: str, params: Any = None, *, using: str = DEFAULT_DB_ALIAS) -> int:
     """Run one statement through :func:`cursor`; the number of rows it affected."""
     with cursor(using=using) as cur:
         cur.execute(query, params)
-        return cur.rowcount
+        rowcount: int = cur.rowcount
+        return rowcount
 
 
 def fetch_one(query: str, params: Any = None, *, using: str = DEFAULT_DB_ALIAS) -> Any:
@@ -65,7 +70,8 @@ def fetch_all(query: str, params: Any = None, *, using: str = DEFAULT_DB_ALIAS) 
     """Run one statement through :func:`cursor`; all its rows (tuples)."""
     with cursor(using=using) as cur:
         cur.execute(query, params)
-        return cur.fetchall()
+        rows: list[Any] = cur.fetchall()
+        return rows
 
 
 # psycopg prepares only what it is asked to, once a connection allows it at
@@ -103,13 +109,14 @@ def _prepared_cursor_class() -> type:
     # Imported on first use: the PostgreSQL backend needs psycopg installed.
     from django.db.backends.postgresql.base import ServerBindingCursor
 
-    class PreparedCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+    class PreparedCursor(ServerBindingCursor):
         """Binds server-side, prepares every statement it runs, and reads results
         in binary (psycopg's C loaders; Django's text loader for timestamptz is
         pure Python and was a measurable share of a batch claim)."""
 
         def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            return super().execute(query, params, prepare=True, binary=True)
+            # django-stubs declare ServerBindingCursor without its psycopg Cursor base.
+            return super().execute(query, params, prepare=True, binary=True)  # type: ignore[misc]
 
         def close(self) -> None:
             """Kept open for the next statement (see ``cursor``); closed with

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F
@@ -60,7 +61,11 @@ def collections_refresh_claim_floors() -> int:
     ids = list(Collection.objects.queues().values_list("pk", flat=True))
     with rawsql.cursor() as cur:
         for pk in ids:
-            params = {"collection_id": pk, "now": clock.now(), "margin": CLAIM_FLOOR_MARGIN}
+            params: dict[str, Any] = {
+                "collection_id": pk,
+                "now": clock.now(),
+                "margin": CLAIM_FLOOR_MARGIN,
+            }
             cur.execute(sql.CLAIM_FLOOR_POSTGRES, params)
     return len(ids)
 

@@ -171,8 +171,9 @@ def claim(
     settings = product_settings()
     # Asynchronous commit only for the claim's own (autocommit) transaction.
     async_commit = settings.queue_async_commit_claims and not connection.in_atomic_block
-    params = {"collection_id": collection.pk, "now": now, "n": n, "worker_id": worker_id,
-              "lease_expires_at": lease, "async_commit": async_commit}  # fmt: skip
+    params: dict[str, Any] = {"collection_id": collection.pk, "now": now, "n": n,
+                              "worker_id": worker_id, "lease_expires_at": lease,
+                              "async_commit": async_commit}  # fmt: skip
     with rawsql.cursor(settings) as cur:
         cur.execute(sql.CLAIM_POSTGRES, params)
         return claimed_from_rows(cur.fetchall())
@@ -204,8 +205,9 @@ def ack_and_claim(
     """Ack the distinct checked pairs and claim up to ``n`` in ONE statement
     (``sql.ACK_AND_CLAIM_POSTGRES`` / ``ACK_BATCH_AND_CLAIM_POSTGRES``): (the
     ids that landed, or None when all did; the claimed; how many died)."""
-    params = {"collection_id": collection.pk, "now": now, "n": n, "worker_id": worker_id,
-              "lease_expires_at": lease, "async_commit": False, "pairs": len(pairs)}  # fmt: skip
+    params: dict[str, Any] = {"collection_id": collection.pk, "now": now, "n": n,
+                              "worker_id": worker_id, "lease_expires_at": lease,
+                              "async_commit": False, "pairs": len(pairs)}  # fmt: skip
     if len(pairs) == 1:
         query = sql.ACK_AND_CLAIM_POSTGRES
         params["id"], params["token"] = pairs[0]
@@ -228,9 +230,7 @@ def ack(collection: Collection, message_id: uuid.UUID, token: uuid.UUID, now: da
     """Delete the message if held with that token (``sql.ACK_POSTGRES``):
     how many rows went (0 or 1)."""
     params = {"id": message_id, "collection_id": collection.pk, "now": now, "token": token}
-    with rawsql.cursor() as cur:
-        cur.execute(sql.ACK_POSTGRES, params)
-        return cur.rowcount
+    return rawsql.execute(sql.ACK_POSTGRES, params)
 
 
 def ack_batch(
@@ -238,7 +238,7 @@ def ack_batch(
 ) -> set[uuid.UUID] | None:
     """Delete the held ones of these distinct pairs (``sql.ACK_BATCH_POSTGRES``):
     the ids that landed, or None when all did (as many rows as pairs)."""
-    params = {"collection_id": collection.pk, "now": now, **ack_arrays(pairs)}
+    params: dict[str, Any] = {"collection_id": collection.pk, "now": now, **ack_arrays(pairs)}
     with rawsql.cursor() as cur:
         cur.execute(sql.ACK_BATCH_POSTGRES, params)
         if cur.rowcount == len(pairs):
