@@ -10,11 +10,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import F
-from django.utils.dateparse import parse_datetime
 
 from queueproject import clock, notify
 from queueproject.conf import product_settings
@@ -143,11 +143,12 @@ def snapshot(row: QueuedMessage) -> dict[str, Any]:
 def from_snapshot(session: Session, data: dict[str, Any]) -> QueuedMessage:
     """An unsaved entry of ``session`` from :func:`snapshot` data (same id)."""
     fields = {k: v for k, v in data.items() if k not in ("id", "queued_at")}
+    queued_at = data.get("queued_at")
     return QueuedMessage(
         id=uuid.UUID(str(data["id"])),
         session=session,
         task_id=session.task_id,
-        queued_at=parse_datetime(data["queued_at"]) if data.get("queued_at") else clock.now(),
+        queued_at=datetime.fromisoformat(queued_at) if queued_at else clock.now(),
         **fields,
     )
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 
 from queueproject import clock
 from sessionqueues import exceptions as err
@@ -20,7 +20,9 @@ from sessionqueues.services.common import SessionIdentity, delete_row, head_row,
 def _db(field: str, value: Any) -> Any:
     """``value`` as the model field ``field`` stores it (raw SQL parameters).
     Raises ValidationError for a malformed value."""
-    return QueuedMessage._meta.get_field(field).get_db_prep_value(value, connection, prepared=False)
+    model_field = QueuedMessage._meta.get_field(field)
+    assert isinstance(model_field, models.Field)  # a concrete column, not a reverse relation
+    return model_field.get_db_prep_value(value, connection, prepared=False)
 
 
 def _returning(statement: str, **params: Any) -> QueuedMessage | None:
