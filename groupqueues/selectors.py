@@ -138,7 +138,7 @@ def _by_collection(
         row = messages.aggregate(**aggregates)
         return {collections[0].pk: row} if any(row.values()) else {}
     rows = messages.values("collection_id").annotate(**aggregates).order_by()
-    return {row.pop("collection_id"): row for row in rows}
+    return {r["collection_id"]: {k: v for k, v in r.items() if k != "collection_id"} for r in rows}
 
 
 def _stats(ready: dict[str, Any] | None, in_flight: int, dead: int, now: datetime) -> QueueStats:

@@ -4,6 +4,7 @@ consumers, it is gone)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -34,6 +35,14 @@ def collection_wake(collection: Collection) -> None:
 def collection_gone(collection: Collection) -> err.CollectionNotFound:
     """The error for a collection deleted while a write was on its way."""
     return err.CollectionNotFound(f"The queue {collection.name!r} no longer exists.")
+
+
+def _check_name(name: Any) -> str:
+    """``name`` if it is a str ``COLLECTION_NAME_VALIDATOR`` accepts (callers may
+    pass unchecked input, as for the settings)."""
+    if not isinstance(name, str) or not re.match(COLLECTION_NAME_VALIDATOR.regex, name):
+        raise err.InvalidQueueInput.field("name", str(COLLECTION_NAME_VALIDATOR.message))
+    return name
 
 
 def _check_setting(name: str, value: Any) -> Any:
@@ -81,8 +90,7 @@ def collection_create(
 ) -> Collection:
     """Declare a collection on ``group``; omitted settings take their defaults.
     Raises InvalidQueueInput, CollectionExists (409 already_exists)."""
-    if not isinstance(name, str) or not COLLECTION_NAME_VALIDATOR.regex.match(name):
-        raise err.InvalidQueueInput.field("name", str(COLLECTION_NAME_VALIDATOR.message))
+    _check_name(name)
     if kind not in CollectionKind.values:
         raise err.InvalidQueueInput.field("kind", f"Must be one of {CollectionKind.values}.")
     settings = _check_settings(

@@ -199,7 +199,7 @@ def _backoff_seconds(collection: Collection, id: Any, claim_token: Any, now: dat
 
 
 def message_fail(
-    *, collection: Collection, id: uuid.UUID | str, claim_token: uuid.UUID | str, error: str
+    *, collection: Collection, id: uuid.UUID | str, claim_token: uuid.UUID | str, error: str | None
 ) -> Message:
     """Kill the message now: dead ``failed`` with ``error`` as last_error.
     Raises LeaseLost when the caller no longer holds it."""

@@ -8,9 +8,12 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 MAX_CLAIM = 100
 MAX_BATCH = 500
@@ -110,7 +113,7 @@ class SweepResult:
 
 
 @functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
+def _field_names(cls: type[DataclassInstance]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 

@@ -62,14 +62,17 @@ class Outcomes:
         """Nack (backoff; dead once out of attempts) the message whose handler
         raised ``exc``, or fail it at once on ``PermanentFailure``."""
         error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_MAX]
-        common = {"collection": lane.collection, "id": message.id,
-                  "claim_token": message.claim_token}  # fmt: skip
+        collection, message_id, token = lane.collection, message.id, message.claim_token
         try:
             if isinstance(exc, PermanentFailure):
-                services.message_fail(**common, error=error)
+                services.message_fail(
+                    collection=collection, id=message_id, claim_token=token, error=error
+                )
                 outcome = "dead"
             else:
-                state = services.message_nack(**common, error=error).state
+                state = services.message_nack(
+                    collection=collection, id=message_id, claim_token=token, error=error
+                ).state
                 outcome = "dead" if state == "dead" else "retried"
         except LeaseLost:
             outcome = "lease_lost"
@@ -135,4 +138,4 @@ class Outcomes:
             # caller's file and line (a large share of its cost, measured in
             # bench/README.md; the caller is always this line).
             logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line,
-                                            None, None, "_log"))  # fmt: skip
+                                            (), None, "_log"))  # fmt: skip
