@@ -25,6 +25,7 @@ from django.utils.html import format_html
 
 from groupqueues import selectors, services
 from groupqueues.models import Collection, CollectionKind, Message, MessageState
+from groupqueues.selectors import QueueStats
 from groupqueues.settings_ranges import SETTING_RANGES
 from principals.admin import CapabilityAdmin, admin_principal
 from principals.authz import Capability, has_capability, readable_groups
@@ -39,7 +40,7 @@ SETTINGS = [
 def groups_where(request: HttpRequest, capability: Capability) -> list[Group]:
     """Groups on which the staff user has ``capability`` (all for superusers),
     computed once per request: the admin asks for every permission check."""
-    cache = request.__dict__.setdefault("_gq_groups_where", {})
+    cache: dict[Capability, list[Group]] = request.__dict__.setdefault("_gq_groups_where", {})
     if capability not in cache:
         principal = admin_principal(request)
         cache[capability] = [
@@ -69,12 +70,23 @@ class GroupFilter(admin.SimpleListFilter):
 
 # --------------------------------------------------------------- collections
 
+LIVE_STATS = "live_stats"
+
+
+def live_stats(obj: Collection) -> QueueStats:
+    """The stats ``CollectionAdmin.get_changelist_instance`` left on ``obj`` for
+    its changelist page (an admin attribute, not the model's)."""
+    stats: QueueStats = obj.__dict__[LIVE_STATS]
+    return stats
+
 
 def setting_field(name: str) -> forms.Field:
     """The form field of collection setting ``name``, ranged by ``SETTING_RANGES``."""
     r = SETTING_RANGES[name]
-    field = forms.FloatField if r.seconds else forms.IntegerField
-    return field(min_value=r.low, max_value=r.high, required=not r.nullable)
+    if r.seconds:
+        return forms.FloatField(min_value=r.low, max_value=r.high, required=not r.nullable)
+    # An integer setting's range is integral (``SettingRange``).
+    return forms.IntegerField(min_value=int(r.low), max_value=int(r.high), required=not r.nullable)
 
 
 class CollectionForm(forms.ModelForm):
@@ -160,44 +172,45 @@ class CollectionAdmin(CapabilityAdmin):
         obj.pk, obj.created_at = created.pk, created.created_at
         obj._state.adding = False
 
-    # live stats: one grouped query for the page (see ``selectors.collections_stats``)
+    # live stats: one grouped query for the page (see ``selectors.collections_stats``),
+    # kept on each collection of the page for the columns below (``live_stats``)
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
         page = list(changelist.result_list)
         stats = selectors.collections_stats(collections=page)
         for collection in page:
-            collection.live_stats = stats[collection.pk]
+            collection.__dict__[LIVE_STATS] = stats[collection.pk]
         changelist.result_list = page
         return changelist
 
     @admin.display(description="depth")
     def depth(self, obj: Collection) -> int:
-        return obj.live_stats.depth
+        return live_stats(obj).depth
 
     @admin.display(description="pending")
     def pending(self, obj: Collection) -> int:
-        return obj.live_stats.depth_pending
+        return live_stats(obj).depth_pending
 
     @admin.display(description="in flight")
     def in_flight(self, obj: Collection) -> int:
-        return obj.live_stats.in_flight
+        return live_stats(obj).in_flight
 
     @admin.display(description="delayed")
     def delayed(self, obj: Collection) -> int:
-        return obj.live_stats.delayed
+        return live_stats(obj).delayed
 
     @admin.display(description="dead")
     def dead(self, obj: Collection) -> int:
-        return obj.live_stats.dead
+        return live_stats(obj).dead
 
     @admin.display(description="oldest pending")
     def oldest_pending_age(self, obj: Collection) -> str:
-        return age(obj.live_stats.oldest_pending_age_seconds)
+        return age(live_stats(obj).oldest_pending_age_seconds)
 
     @admin.display(description="stats")
     def stats_summary(self, obj: Collection) -> str:
-        if obj.pk is None:
-            return "-"
+        if obj.pk is None:  # unsaved: django-stubs type an auto pk as int, never None
+            return "-"  # type: ignore[unreachable]
         stats = services.collection_stats(collection=obj)
         return (
             f"depth {stats.depth}, pending {stats.depth_pending}, delayed {stats.delayed}, "
@@ -302,7 +315,8 @@ class PriorityFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Message]) -> Any:
         band = {"high": {"priority__gt": 0}, "normal": {"priority": 0}, "low": {"priority__lt": 0}}
-        return queryset.filter(**band[self.value()]) if self.value() in band else queryset
+        value = self.value()
+        return queryset.filter(**band[value]) if value in band else queryset
 
 
 class CollectionFilter(admin.SimpleListFilter):
@@ -335,12 +349,12 @@ class MessageAdmin(CapabilityAdmin):
     list_select_related = ["collection__group"]
     search_fields = ["=id", "idempotency_key", "claimed_by", "enqueued_by"]
     actions = ["cancel", "redrive"]
-    fields = [
+    fields = (
         "id", "group", "collection", "state", "payload_pretty", "priority", "attempt",
         "max_attempts", "enqueued_at", "enqueued_by", "deliver_after", "expires_at",
         "claimed_by", "claimed_at", "lease_expires_at", "last_error", "dead_reason", "died_at",
         "idempotency_key",
-    ]  # fmt: skip
+    )  # fmt: skip
     readonly_fields = fields
     show_full_result_count = False  # the count of a large table is not free
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -26,13 +27,13 @@ from sessionqueues.models import QueuedMessage, Session, Task
 class ReadOnlyMixin:
     """State changes only through actions (services), never through forms."""
 
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -48,21 +49,21 @@ class SessionQueueAdmin(ReadOnlyMixin, CapabilityAdmin):
     def group_of(self, obj: Any) -> Group:
         return self.app_of(obj).group
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         qs = super().get_queryset(request)
         if request.user.is_superuser:
             return qs
         groups = [g.pk for g in readable_groups(admin_principal(request))]
         return qs.filter(**{f"{self.app_path}__group__in": groups})
 
-    def get_actions(self, request: Any) -> Any:
+    def get_actions(self, request: HttpRequest) -> Any:
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
 
     def apply(
         self,
-        request: Any,
+        request: HttpRequest,
         objects: Any,
         capability: Capability,
         change: Callable[[Any], str],
@@ -96,16 +97,16 @@ class SessionInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ["id", "auto_run", "agent_ready", "generation", "created_at"]
+    fields = ("id", "auto_run", "agent_ready", "generation", "created_at")
     readonly_fields = fields
 
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_view_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.is_staff
 
 
@@ -121,11 +122,11 @@ class TaskAdmin(SessionQueueAdmin):
     def app_of(self, obj: Task) -> App:
         return obj.app
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("app__group")
 
     @admin.action(description="Purge selected tasks (delete every queued entry)")
-    def purge_tasks(self, request: Any, queryset: Any) -> None:
+    def purge_tasks(self, request: HttpRequest, queryset: Any) -> None:
         def purge(task: Task) -> str:
             removed, generation = services.queue_purge_task(task_id=task.pk)
             return f"Purged {removed} entries; generation is now {generation}."
@@ -133,7 +134,7 @@ class TaskAdmin(SessionQueueAdmin):
         self.apply(request, queryset, Capability.TASK_ADMIN, purge)
 
     @admin.action(description="Archive selected tasks")
-    def archive_tasks(self, request: Any, queryset: Any) -> None:
+    def archive_tasks(self, request: HttpRequest, queryset: Any) -> None:
         def archive(task: Task) -> str:
             services.task_archive(task_id=task.pk)
             return "Archived."
@@ -162,7 +163,7 @@ class SessionAdmin(SessionQueueAdmin):
     def app_of(self, obj: Session) -> App:
         return obj.task.app
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("task__app__group")
 
     @admin.display(description="entries")
@@ -184,11 +185,11 @@ class SessionAdmin(SessionQueueAdmin):
         )
 
     @admin.action(description="Pause auto-run")
-    def pause_auto_run(self, request: Any, queryset: Any) -> None:
+    def pause_auto_run(self, request: HttpRequest, queryset: Any) -> None:
         self.apply(request, queryset, Capability.SESSION_EDIT, _set_auto_run(False))
 
     @admin.action(description="Resume auto-run")
-    def resume_auto_run(self, request: Any, queryset: Any) -> None:
+    def resume_auto_run(self, request: HttpRequest, queryset: Any) -> None:
         self.apply(request, queryset, Capability.SESSION_EDIT, _set_auto_run(True))
 
 
@@ -235,7 +236,7 @@ class QueuedMessageAdmin(SessionQueueAdmin):
     def app_of(self, obj: QueuedMessage) -> App:
         return obj.task.app
 
-    def get_queryset(self, request: Any) -> Any:
+    def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("task__app__group", "session")
 
     @admin.display(description="content")
@@ -255,7 +256,7 @@ class QueuedMessageAdmin(SessionQueueAdmin):
         return obj.session
 
     @admin.action(description="Delete selected entries (reserved ones stay)")
-    def delete_entries(self, request: Any, queryset: Any) -> None:
+    def delete_entries(self, request: HttpRequest, queryset: Any) -> None:
         def delete(row: QueuedMessage) -> str:
             services.entry_delete(session_id=row.session_id, entry_id=row.pk)
             return f"Deleted entry {row.pk} at position {row.position}."
