@@ -21,6 +21,7 @@ from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, Collection
 from groupqueues.selectors import QueueStats
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
 from groupqueues.settings_ranges import SETTING_RANGES
+from principals.models import Group
 
 WAIT_SECONDS_MAX = 20
 MAX_REDRIVE_IDS = 1000
@@ -131,10 +132,12 @@ class QueueStatsSerializer(serializers.Serializer):
 def setting_field(name: str, **kwargs: Any) -> serializers.Field:
     """The field of collection setting ``name``, ranged by ``SETTING_RANGES``."""
     r = SETTING_RANGES[name]
-    field = StrictFloatField if r.seconds else StrictIntegerField
     if r.nullable:
         kwargs["allow_null"] = True
-    return field(min_value=r.low, max_value=r.high, **kwargs)
+    if r.seconds:
+        return StrictFloatField(min_value=r.low, max_value=r.high, **kwargs)
+    # An integer setting's range is integral (``SettingRange``).
+    return StrictIntegerField(min_value=int(r.low), max_value=int(r.high), **kwargs)
 
 
 class CollectionSettingsSerializer(serializers.Serializer):
@@ -164,7 +167,7 @@ class CollectionCreateSerializer(CollectionSettingsSerializer):
         self.fields["name"].required = True
 
     def validate_name(self, value: str) -> str:
-        if not COLLECTION_NAME_VALIDATOR.regex.match(value):
+        if not re.match(COLLECTION_NAME_VALIDATOR.regex, value):
             raise serializers.ValidationError(str(COLLECTION_NAME_VALIDATOR.message))
         return value
 
@@ -173,7 +176,9 @@ class CollectionSerializer(serializers.ModelSerializer):
     """A collection: its settings at the top level (durations in seconds) and
     its ``stats`` (pass ``context={"stats": {pk: QueueStats}}``)."""
 
-    group = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    group: serializers.SlugRelatedField[Group] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     stats = serializers.SerializerMethodField()
 
     class Meta:
@@ -362,8 +367,12 @@ class ExtendSerializer(HeldSerializer):
 class MessageSerializer(serializers.ModelSerializer):
     """A message as ``get`` shows it (dead ones included; never its claim token)."""
 
-    group = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    collection = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    group: serializers.SlugRelatedField[Group] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    collection: serializers.SlugRelatedField[Collection] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
 
     class Meta:
         model = Message

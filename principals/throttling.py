@@ -34,7 +34,8 @@ class PrincipalRateThrottle(BaseThrottle):
         from rest_framework.settings import api_settings
 
         rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-        self.num_requests, self.duration = parse_rate(rate)
+        # The stubs type these rates as numbers; DRF's are strings such as "100/min".
+        self.num_requests, self.duration = parse_rate(rate)  # type: ignore[arg-type]
         self._wait: float | None = None
 
     @staticmethod

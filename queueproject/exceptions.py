@@ -124,8 +124,9 @@ def _from_drf(exc: drf.APIException) -> tuple[int, dict[str, Any], dict[str, str
         body = envelope(code, str(exc.detail))
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="api"'
-    if isinstance(exc, drf.Throttled) and exc.wait is not None:
-        headers["Retry-After"] = str(max(1, int(exc.wait + 0.999)))
+    # DRF's Throttled.__init__ sets ``wait``; djangorestframework-stubs leave it out.
+    if isinstance(exc, drf.Throttled) and exc.wait is not None:  # type: ignore[attr-defined]
+        headers["Retry-After"] = str(max(1, int(exc.wait + 0.999)))  # type: ignore[attr-defined]
         body["error"]["details"] = {"retry_after_seconds": int(headers["Retry-After"])}
     return status, body, headers
 

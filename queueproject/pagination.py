@@ -1,10 +1,17 @@
 """The one pagination style of the API: {"count", "next", "previous", "results"}."""
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
+from django.db.models import Model, QuerySet
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from queueproject.exceptions import InvalidInput
+
+_M = TypeVar("_M", bound=Model)
+_Row = TypeVar("_Row")
 
 
 class Pagination(PageNumberPagination):
@@ -22,6 +29,18 @@ class Pagination(PageNumberPagination):
         """``page`` must be a positive integer when given (400 otherwise); a page
         past the end is 404 (DRF's "Invalid page.")."""
         return _positive_int(request, self.page_query_param) or 1
+
+    def paginate_queryset(
+        self,
+        queryset: QuerySet[_M, _Row] | Sequence[_Row],
+        request: Request,
+        view: APIView | None = None,
+    ) -> list[_Row]:
+        """The requested page's items: never None, as DRF's is when there is no
+        page size (``get_page_size`` always answers one)."""
+        page = super().paginate_queryset(queryset, request, view)
+        assert page is not None
+        return page
 
 
 def _positive_int(request: Any, name: str) -> int | None:

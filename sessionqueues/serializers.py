@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from principals.models import App
 from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
 from sessionqueues.services import MAX_ATTACHMENTS, SENDER_TASK_KEY
 
@@ -74,7 +75,9 @@ class SessionSerializer(serializers.ModelSerializer):
 
 
 class TaskSerializer(serializers.ModelSerializer):
-    app = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    app: serializers.SlugRelatedField[App] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
 
     class Meta:
         model = Task
@@ -174,7 +177,11 @@ class TaskCreateSerializer(serializers.Serializer):
 
 class AttachmentSerializer(serializers.Serializer):
     type = serializers.CharField(max_length=50)
-    data = serializers.CharField(required=False, max_length=MAX_CONTENT, trim_whitespace=False)
+    # DRF's metaclass moves declared fields into _declared_fields; the stubs see this
+    # class attribute as overriding Serializer.data.
+    data = serializers.CharField(  # type: ignore[assignment]
+        required=False, max_length=MAX_CONTENT, trim_whitespace=False
+    )
     reference = serializers.CharField(required=False, max_length=2000)
     mime_type = serializers.CharField(required=False, max_length=200, allow_blank=True)
     name = serializers.CharField(required=False, max_length=500, allow_blank=True)
@@ -242,7 +249,7 @@ class EntryCreateSerializer(serializers.Serializer):
 def _with_sender_task(attrs: dict[str, Any]) -> dict[str, Any]:
     """The metadata with the top-level sender task folded in (400 when it is
     given without queued_by agent, or disagrees with metadata's)."""
-    metadata = attrs["metadata"]
+    metadata: dict[str, Any] = attrs["metadata"]
     if "sender_task_id" not in attrs:
         return metadata
     sender = str(attrs.pop("sender_task_id"))

@@ -180,12 +180,16 @@ class MessageListView(SessionView):
             coalesce_key=data["coalesce_key"],
         )
         identity = self.identity(self.request, session)
-        kwargs = {"session_id": session.pk, "entry": entry, "identity": identity}
+        pk = session.pk
         if entry.coalesce_key:
-            return services.entry_upsert_by_coalesce_key(**kwargs)
+            return services.entry_upsert_by_coalesce_key(
+                session_id=pk, entry=entry, identity=identity
+            )
         if data["append_to_tail"]:
-            return services.entry_append_or_insert_tail(**kwargs)
-        return services.entry_insert(**kwargs)
+            return services.entry_append_or_insert_tail(
+                session_id=pk, entry=entry, identity=identity
+            )
+        return services.entry_insert(session_id=pk, entry=entry, identity=identity)
 
     @extend_schema(
         operation_id="sessions_queue_messages_delete_all",
