@@ -116,16 +116,21 @@ def fresh_queue(conn: psycopg.Connection, backlog: int) -> None:
 def table_stats(conn: psycopg.Connection) -> tuple[int, int, int]:
     """(rows deleted so far, live, dead) of the message table."""
     conn.execute("SELECT pg_stat_clear_snapshot()")
-    return conn.execute(
+    row = conn.execute(
         "SELECT n_tup_del, n_live_tup, n_dead_tup FROM pg_stat_user_tables"
         " WHERE relname = 'groupqueues_message'"
     ).fetchone()
+    assert row is not None  # the table exists (migrated)
+    return row[0], row[1], row[2]
 
 
 def depth(conn: psycopg.Connection) -> int:
-    return conn.execute(
+    row = conn.execute(
         "SELECT count(*) FROM groupqueues_message WHERE state IN ('ready', 'claimed')"
-    ).fetchone()[0]
+    ).fetchone()
+    assert row is not None  # an aggregate answers one row
+    count: int = row[0]
+    return count
 
 
 class Vacuumer(threading.Thread):
@@ -173,7 +178,8 @@ def run_phase(url: str, args: argparse.Namespace, held: bool) -> dict:
     vacuumer.start()
     deleted0, _, _ = table_stats(conn)
     procs = start_processes(url, args.workers, args.rate)
-    start, buckets, last = time.monotonic(), [], deleted0
+    buckets: list[tuple[int, int, int]] = []  # (acked, depth, n_dead_tup) per BUCKET
+    start, last = time.monotonic(), deleted0
     while len(buckets) < round(args.duration / BUCKET):
         time.sleep(max(0.0, start + (len(buckets) + 1) * BUCKET - time.monotonic()))
         deleted, _, dead = table_stats(conn)
@@ -197,7 +203,7 @@ def report(name: str, result: dict, duration: float, rate: int) -> float:
     # The drain rate proper: from the second bucket (the first includes the
     # workers' start-up) while a backlog is left (more than a bucket's enqueues).
     busy = [acked for acked, live, _ in result["buckets"][1:] if live > rate * BUCKET]
-    drain = sum(busy) / (len(busy) * BUCKET) if busy else result["acked"] / duration
+    drain: float = sum(busy) / (len(busy) * BUCKET) if busy else result["acked"] / duration
     print(f"   draining a backlog (from 10 s): {drain:,.0f} msg/s over {len(busy) * BUCKET:.0f} s")
     for i, (acked, live, dead) in enumerate(result["buckets"]):
         print(f"   {i * BUCKET:4.0f}-{(i + 1) * BUCKET:4.0f} s: {acked / BUCKET:7,.0f} msg/s"
