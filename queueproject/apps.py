@@ -6,3 +6,7 @@ class QueueProjectConfig(AppConfig):
 
     name = "queueproject"
     verbose_name = "Durable queues"
+
+    def ready(self) -> None:
+        # Registers the <api_id:…> path converter before any URLconf loads.
+        from queueproject import ids  # noqa: F401

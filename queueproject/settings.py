@@ -52,6 +52,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "queueproject.urls"
+# A refused CSRF check under /api/ answers the error envelope, not Django's page.
+CSRF_FAILURE_VIEW = "queueproject.exceptions.csrf_failure"
 WSGI_APPLICATION = "queueproject.wsgi.application"
 ASGI_APPLICATION = "queueproject.asgi.application"
 
@@ -144,6 +146,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SECURITY": [{"bearerAuth": []}],
     "APPEND_COMPONENTS": {"securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},
+    "PATH_CONVERTER_OVERRIDES": {"api_id": {"type": "string", "format": "uuid"}},
 }
 
 CACHES = {

@@ -93,3 +93,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     srv = srv or (world.server if world else None)
     if report.failed and srv is not None:
         report.sections.append(("server output", srv.output()))
+
+
+@dataclass(frozen=True)
+class SessionRefs:
+    task: str
+    session: str
+
+
+@pytest.fixture(scope="session")
+def agent_session(world: World) -> SessionRefs:
+    """A task of ``shop`` and a session of it, created over the API."""
+    with world.client(world.app_token) as http:
+        task = http.post("/api/apps/shop/tasks/", json={"title": "bb"})
+        assert task.status_code == 201, task.text
+        session = http.post(f"/api/tasks/{task.json()['id']}/sessions/")
+        assert session.status_code == 201, session.text
+    return SessionRefs(task=task.json()["id"], session=session.json()["id"])
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict:
+    """``response`` is the JSON error envelope with ``status`` and ``code``."""
+    assert response.status_code == status, (response.status_code, response.text[:500])
+    assert response.headers["content-type"].startswith("application/json"), response.headers
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code, body
+    return body["error"]
