@@ -190,7 +190,9 @@ class MessageCreateSerializer(serializers.Serializer):
     plan_mode = serializers.BooleanField(required=False, default=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(required=False, default=dict)
-    coalesce_key = serializers.CharField(max_length=200, required=False, default="")
+    coalesce_key = serializers.CharField(
+        max_length=200, required=False, default="", allow_blank=True, help_text="Empty: none."
+    )
     append_to_tail = serializers.BooleanField(required=False, default=False)
     queued_by = serializers.ChoiceField(
         choices=["agent"],
