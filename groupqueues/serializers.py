@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import datetime
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -20,6 +22,7 @@ from groupqueues.exceptions import InvalidQueueInput
 from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind, Message
 from groupqueues.selectors import QueueStats
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
+from queueproject.serializers import StrictSerializer
 
 INT32_MAX = 2**31 - 1
 MAX_PAYLOAD_BYTES_MAX = 64 * 1024 * 1024
@@ -63,6 +66,29 @@ class StrictBooleanField(serializers.BooleanField):
         if not isinstance(data, bool):
             self.fail("invalid")
         return data
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 date-time with a time zone (a JSON string): a naive one is
+    refused rather than read as UTC, and so is one outside the representable
+    range once in UTC."""
+
+    default_error_messages = {"naive": "Give a time zone, e.g. 2030-01-01T00:00:00Z."}
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str):
+            self.fail("invalid", format="ISO 8601 with a time zone")
+        try:
+            parsed = parse_datetime(value)
+            if parsed is not None and parsed.tzinfo is None:
+                self.fail("naive")
+            return super().to_internal_value(value)
+        except (ValueError, OverflowError):
+            self.fail("invalid", format="ISO 8601 with a time zone")
+
+
+def moment(help_text: str) -> AwareDateTimeField:
+    return AwareDateTimeField(required=False, allow_null=True, help_text=help_text)
 
 
 def seconds(*, required: bool = False, **kwargs: Any) -> StrictFloatField:
@@ -129,7 +155,7 @@ class QueueStatsSerializer(serializers.Serializer):
         return QueueStatsSerializer(stats).data
 
 
-class CollectionSettingsSerializer(serializers.Serializer):
+class CollectionSettingsSerializer(StrictSerializer):
     """The settings of a collection (PATCH: any subset)."""
 
     max_payload_bytes = StrictIntegerField(min_value=1, max_value=MAX_PAYLOAD_BYTES_MAX)
@@ -211,14 +237,16 @@ def validate_entries(
     return out
 
 
-class EnqueueSerializer(serializers.Serializer):
+class EnqueueSerializer(StrictSerializer):
     payload = PayloadField()
     priority = StrictIntegerField(
         min_value=check.PRIORITY_MIN, max_value=check.PRIORITY_MAX, default=0,
         help_text="Higher first.",
     )  # fmt: skip
     delay_seconds = seconds(help_text="Not claimable before now + this.")
+    deliver_after = moment("Not claimable before this moment (not with delay_seconds).")
     expires_in_seconds = seconds(help_text="Dies (expired) if not done by now + this.")
+    expires_at = moment("Dies (expired) if not done by this moment (not with expires_in_seconds).")
     max_attempts = StrictIntegerField(
         min_value=1, max_value=check.MAX_ATTEMPTS_MAX, required=False, allow_null=True,
         help_text="Default: the collection's default_max_attempts.",
@@ -234,8 +262,8 @@ class EnqueueSerializer(serializers.Serializer):
     def new_message(data: dict[str, Any]) -> NewMessage:
         return NewMessage(
             payload=data["payload"], priority=data.get("priority", 0),
-            delay_seconds=data.get("delay_seconds"),
-            expires_in_seconds=data.get("expires_in_seconds"),
+            delay_seconds=data.get("delay_seconds"), deliver_after=data.get("deliver_after"),
+            expires_in_seconds=data.get("expires_in_seconds"), expires_at=data.get("expires_at"),
             max_attempts=data.get("max_attempts"), idempotency_key=data.get("idempotency_key"),
         )  # fmt: skip
 
@@ -245,7 +273,7 @@ class EnqueueEntriesField(serializers.ListField):
     """The entries of a batch (validated one by one, for the index)."""
 
 
-class EnqueueBatchSerializer(serializers.Serializer):
+class EnqueueBatchSerializer(StrictSerializer):
     messages = EnqueueEntriesField(
         child=serializers.JSONField(), min_length=1,
         help_text=f"1 to {MAX_BATCH} messages, enqueued all or nothing.",
@@ -267,7 +295,7 @@ class EnqueuedBatchSerializer(serializers.Serializer):
 # --------------------------------------------------------------------- claim
 
 
-class ClaimSerializer(serializers.Serializer):
+class ClaimSerializer(StrictSerializer):
     worker_id = StrictCharField(min_length=1, max_length=check.WORKER_ID_MAX, trim_whitespace=False)
     max_messages = StrictIntegerField(
         default=1, help_text=f"≤ 0: nothing is claimed; more than {MAX_CLAIM}: {MAX_CLAIM}."
@@ -304,7 +332,7 @@ class ClaimedSerializer(serializers.Serializer):
 # ------------------------------------------------------ actions of the holder
 
 
-class HeldSerializer(serializers.Serializer):
+class HeldSerializer(StrictSerializer):
     id = message_id()
     claim_token = message_id()
 
@@ -314,7 +342,7 @@ class AckEntriesField(serializers.ListField):
     """The entries of a batch ack (validated one by one, for the index)."""
 
 
-class AckSerializer(serializers.Serializer):
+class AckSerializer(StrictSerializer):
     acks = AckEntriesField(
         child=serializers.JSONField(), help_text=f"At most {MAX_ACK_BATCH} (id, claim_token)."
     )
@@ -372,7 +400,7 @@ class MessageSerializer(serializers.ModelSerializer):
 # ------------------------------------------------------------------- manage
 
 
-class RedriveSerializer(serializers.Serializer):
+class RedriveSerializer(StrictSerializer):
     ids = serializers.ListField(
         child=message_id(), required=False, max_length=MAX_REDRIVE_IDS,
         help_text="Dead messages to redrive.",
@@ -385,7 +413,7 @@ class RedriveSerializer(serializers.Serializer):
         return data
 
 
-class PurgeSerializer(serializers.Serializer):
+class PurgeSerializer(StrictSerializer):
     include_dead = StrictBooleanField(default=False)
 
 

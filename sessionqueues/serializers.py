@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from queueproject.serializers import StrictSerializer
 from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
 from sessionqueues.services import MAX_ATTACHMENTS
 
@@ -160,11 +161,11 @@ class PurgeResultSerializer(serializers.Serializer):
 # --- requests ---------------------------------------------------------------
 
 
-class TaskCreateSerializer(serializers.Serializer):
+class TaskCreateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
 
 
-class AttachmentSerializer(serializers.Serializer):
+class AttachmentSerializer(StrictSerializer):
     type = serializers.CharField(max_length=50)
     data = serializers.CharField(required=False, max_length=MAX_CONTENT, trim_whitespace=False)
     reference = serializers.CharField(required=False, max_length=2000)
@@ -184,7 +185,7 @@ def _attachments_field() -> serializers.ListField:
     )
 
 
-class MessageCreateSerializer(serializers.Serializer):
+class MessageCreateSerializer(StrictSerializer):
     content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False)
     model = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
     plan_mode = serializers.BooleanField(required=False, default=False)
@@ -213,7 +214,7 @@ class MessageCreateSerializer(serializers.Serializer):
         return attrs
 
 
-class MessageUpdateSerializer(serializers.Serializer):
+class MessageUpdateSerializer(StrictSerializer):
     content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(
@@ -226,36 +227,36 @@ class MessageUpdateSerializer(serializers.Serializer):
         return attrs
 
 
-class ReorderSerializer(serializers.Serializer):
+class ReorderSerializer(StrictSerializer):
     ids = serializers.ListField(child=serializers.UUIDField(), max_length=10_000)
 
 
-class SendNowEntrySerializer(serializers.Serializer):
+class SendNowEntrySerializer(StrictSerializer):
     id = serializers.UUIDField()
     content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, allow_blank=True)
 
 
-class SendNowSerializer(serializers.Serializer):
+class SendNowSerializer(StrictSerializer):
     entries = serializers.ListField(child=SendNowEntrySerializer(), max_length=1000)
 
 
-class AutoRunSerializer(serializers.Serializer):
+class AutoRunSerializer(StrictSerializer):
     enabled = serializers.BooleanField()
 
 
-class AutoMergeSerializer(serializers.Serializer):
+class AutoMergeSerializer(StrictSerializer):
     enabled = serializers.BooleanField(allow_null=True)
 
 
-class AgentReadySerializer(serializers.Serializer):
+class AgentReadySerializer(StrictSerializer):
     ready = serializers.BooleanField()
 
 
-class TransferSerializer(serializers.Serializer):
+class TransferSerializer(StrictSerializer):
     to_session = serializers.UUIDField()
 
 
-class PendingMoveInSerializer(serializers.Serializer):
+class PendingMoveInSerializer(StrictSerializer):
     move_id = serializers.CharField(max_length=200)
     workflow_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
     workflow_step_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
