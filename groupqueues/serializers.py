@@ -8,8 +8,6 @@ than coerced, so the API accepts exactly what its OpenAPI schema describes.
 
 from __future__ import annotations
 
-import re
-import uuid
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +20,14 @@ from groupqueues.exceptions import InvalidQueueInput
 from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind, Message
 from groupqueues.selectors import QueueStats
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
-from queueproject.serializers import StrictSerializer
+from queueproject.serializers import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictUUIDField,
+)
 
 INT32_MAX = 2**31 - 1
 MAX_PAYLOAD_BYTES_MAX = 64 * 1024 * 1024
@@ -30,42 +35,6 @@ WAIT_SECONDS_MAX = 20
 MAX_REDRIVE_IDS = 1000
 
 # ------------------------------------------------------------- strict fields
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer that must be a JSON integer (no strings, booleans or 1.0)."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictFloatField(serializers.FloatField):
-    """A number that must be a JSON number (no strings or booleans)."""
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictCharField(serializers.CharField):
-    """A string that must be a JSON string (no numbers turned into text)."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean (no "yes", 1 or "true")."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
 
 
 class AwareDateTimeField(serializers.DateTimeField):
@@ -104,18 +73,6 @@ def visibility_timeout(*, required: bool) -> StrictIntegerField:
         min_value=check.VISIBILITY_TIMEOUT_MIN, max_value=check.VISIBILITY_TIMEOUT_MAX,
         required=required, allow_null=not required,
     )  # fmt: skip
-
-
-class StrictUUIDField(serializers.UUIDField):
-    """A UUID in its canonical 8-4-4-4-12 hex form only (what ``format: uuid``
-    says), not the braces, URN or bare-hex spellings Python also parses."""
-
-    CANONICAL = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
-
-    def to_internal_value(self, data: Any) -> uuid.UUID:
-        if not isinstance(data, str) or not self.CANONICAL.match(data):
-            self.fail("invalid", value=data)
-        return super().to_internal_value(data)
 
 
 def message_id() -> StrictUUIDField:

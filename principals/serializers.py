@@ -4,7 +4,7 @@ from principals.models import Group
 
 
 class GroupSerializer(serializers.ModelSerializer):
-    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    parent = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     path = serializers.CharField(read_only=True)
 
     class Meta:

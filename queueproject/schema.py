@@ -46,3 +46,13 @@ class StrictSerializerExtension(OpenApiSerializerExtension):
         if direction == "request":
             schema["additionalProperties"] = False
         return schema
+
+
+def lib_doc_excludes() -> list[type]:
+    """GET_LIB_DOC_EXCLUDES: drf-spectacular's, plus the project's serializer
+    bases, whose docstrings describe the base and not each request body."""
+    from drf_spectacular.plumbing import get_lib_doc_excludes
+
+    from queueproject.serializers import StrictFieldsMixin, StrictSerializer
+
+    return [*get_lib_doc_excludes(), StrictSerializer, StrictFieldsMixin]

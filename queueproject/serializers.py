@@ -2,10 +2,65 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import serializers
+
+from queueproject.ids import parse_id
+
+# Scalars are strict: a JSON string or boolean where a number is expected (or a
+# number where a string or boolean is) is refused rather than coerced, so the
+# API accepts exactly what its OpenAPI schema describes.
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that must be a JSON integer (no strings, booleans or 1.0)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number that must be a JSON number (no strings or booleans)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string (no numbers turned into text)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean (no "yes", 1 or "true")."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID as a JSON string in its canonical 8-4-4-4-12 form only (what
+    ``format: uuid`` says; ``queueproject.ids.parse_id``), not an integer or
+    the braces, URN or bare-hex spellings Python also parses."""
+
+    def to_internal_value(self, data: Any) -> uuid.UUID:
+        try:
+            return parse_id(data if isinstance(data, str) else None)
+        except ValueError:
+            self.fail("invalid", value=data)
 
 
 class StrictFieldsMixin:

@@ -146,6 +146,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SECURITY": [{"bearerAuth": []}],
     "APPEND_COMPONENTS": {"securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},
+    "GET_LIB_DOC_EXCLUDES": "queueproject.schema.lib_doc_excludes",
     "PATH_CONVERTER_OVERRIDES": {"api_id": {"type": "string", "format": "uuid"}},
 }
 

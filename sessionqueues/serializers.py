@@ -6,7 +6,13 @@ from typing import Any
 
 from rest_framework import serializers
 
-from queueproject.serializers import StrictSerializer
+from queueproject.serializers import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictUUIDField,
+)
 from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
 from sessionqueues.services import MAX_ATTACHMENTS
 
@@ -162,16 +168,16 @@ class PurgeResultSerializer(serializers.Serializer):
 
 
 class TaskCreateSerializer(StrictSerializer):
-    title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+    title = StrictCharField(max_length=200, allow_blank=True, required=False, default="")
 
 
 class AttachmentSerializer(StrictSerializer):
-    type = serializers.CharField(max_length=50)
-    data = serializers.CharField(required=False, max_length=MAX_CONTENT, trim_whitespace=False)
-    reference = serializers.CharField(required=False, max_length=2000)
-    mime_type = serializers.CharField(required=False, max_length=200, allow_blank=True)
-    name = serializers.CharField(required=False, max_length=500, allow_blank=True)
-    size = serializers.IntegerField(required=False, min_value=0)
+    type = StrictCharField(max_length=50)
+    data = StrictCharField(required=False, max_length=MAX_CONTENT, trim_whitespace=False)
+    reference = StrictCharField(required=False, max_length=2000)
+    mime_type = StrictCharField(required=False, max_length=200, allow_blank=True)
+    name = StrictCharField(required=False, max_length=500, allow_blank=True)
+    size = StrictIntegerField(required=False, min_value=0)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("data" in attrs) == ("reference" in attrs):
@@ -186,15 +192,15 @@ def _attachments_field() -> serializers.ListField:
 
 
 class MessageCreateSerializer(StrictSerializer):
-    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False)
-    model = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
-    plan_mode = serializers.BooleanField(required=False, default=False)
+    content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False)
+    model = StrictCharField(max_length=200, required=False, default="", allow_blank=True)
+    plan_mode = StrictBooleanField(required=False, default=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(required=False, default=dict)
-    coalesce_key = serializers.CharField(
+    coalesce_key = StrictCharField(
         max_length=200, required=False, default="", allow_blank=True, help_text="Empty: none."
     )
-    append_to_tail = serializers.BooleanField(required=False, default=False)
+    append_to_tail = StrictBooleanField(required=False, default=False)
     queued_by = serializers.ChoiceField(
         choices=["agent"],
         required=False,
@@ -215,7 +221,7 @@ class MessageCreateSerializer(StrictSerializer):
 
 
 class MessageUpdateSerializer(StrictSerializer):
-    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
+    content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(
         required=False, help_text="Key updates; a null value removes that key."
@@ -228,12 +234,12 @@ class MessageUpdateSerializer(StrictSerializer):
 
 
 class ReorderSerializer(StrictSerializer):
-    ids = serializers.ListField(child=serializers.UUIDField(), max_length=10_000)
+    ids = serializers.ListField(child=StrictUUIDField(), max_length=10_000)
 
 
 class SendNowEntrySerializer(StrictSerializer):
-    id = serializers.UUIDField()
-    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, allow_blank=True)
+    id = StrictUUIDField()
+    content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False, allow_blank=True)
 
 
 class SendNowSerializer(StrictSerializer):
@@ -241,23 +247,23 @@ class SendNowSerializer(StrictSerializer):
 
 
 class AutoRunSerializer(StrictSerializer):
-    enabled = serializers.BooleanField()
+    enabled = StrictBooleanField()
 
 
 class AutoMergeSerializer(StrictSerializer):
-    enabled = serializers.BooleanField(allow_null=True)
+    enabled = StrictBooleanField(allow_null=True)
 
 
 class AgentReadySerializer(StrictSerializer):
-    ready = serializers.BooleanField()
+    ready = StrictBooleanField()
 
 
 class TransferSerializer(StrictSerializer):
-    to_session = serializers.UUIDField()
+    to_session = StrictUUIDField()
 
 
 class PendingMoveInSerializer(StrictSerializer):
-    move_id = serializers.CharField(max_length=200)
-    workflow_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    workflow_step_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    actor = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    move_id = StrictCharField(max_length=200)
+    workflow_id = StrictCharField(max_length=200, required=False, allow_blank=True)
+    workflow_step_id = StrictCharField(max_length=200, required=False, allow_blank=True)
+    actor = StrictCharField(max_length=200, required=False, allow_blank=True)

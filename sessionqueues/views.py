@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -30,6 +31,7 @@ ERRORS = {**ERROR_RESPONSES, **CONFLICT}
 INCARNATION_HEADER = "X-Session-Incarnation"
 INCARNATION = OpenApiParameter(
     INCARNATION_HEADER,
+    OpenApiTypes.UUID,
     location=OpenApiParameter.HEADER,
     required=False,
     description="The session incarnation the caller knows; a stale one answers 409 "
