@@ -18,7 +18,7 @@ from principals.authz import Capability, Principal
 from principals.permissions import require
 from principals.services import app_get
 from queueproject import clock
-from queueproject.api import validated
+from queueproject.api import TakesNoBody, validated
 from queueproject.schema import ERROR_RESPONSES, error
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
@@ -103,7 +103,7 @@ class TaskDetailView(TaskView):
         return Response(s.TaskDetailSerializer(task).data)
 
 
-class TaskSessionListView(TaskView):
+class TaskSessionListView(TakesNoBody, TaskView):
     @extend_schema(request=None, responses={201: s.SessionSerializer, **ERROR_RESPONSES})
     def post(self, request: Request, task_id: uuid.UUID) -> Response:
         """Create a session of the task (auto-run on, a fresh incarnation)."""
@@ -112,7 +112,7 @@ class TaskSessionListView(TaskView):
         return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
-class TaskArchiveView(TaskView):
+class TaskArchiveView(TakesNoBody, TaskView):
     @extend_schema(request=None, responses={200: s.TaskSerializer, **ERROR_RESPONSES})
     def post(self, request: Request, task_id: uuid.UUID) -> Response:
         """Archive the task: lifecycle inserts are refused from now on (admin)."""
@@ -121,7 +121,7 @@ class TaskArchiveView(TaskView):
         return Response(s.TaskSerializer(task).data)
 
 
-class TaskPurgeView(TaskView):
+class TaskPurgeView(TakesNoBody, TaskView):
     @extend_schema(request=None, responses={200: s.PurgeResultSerializer, **ERROR_RESPONSES})
     def post(self, request: Request, task_id: uuid.UUID) -> Response:
         """Delete every entry of the task's sessions (reserved too) and bump its
@@ -244,7 +244,7 @@ class MessageDetailView(SessionView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class MergeUpView(SessionView):
+class MergeUpView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.QueuedMessageSerializer, **ERRORS}
     )
@@ -293,7 +293,7 @@ class SendNowView(SessionView):
         return Response({"claim_id": str(claim.pk), "dispatch": dispatch})
 
 
-class SendNowRestoreView(SessionView):
+class SendNowRestoreView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.QueueStatusSerializer, **ERRORS}
     )
@@ -306,7 +306,7 @@ class SendNowRestoreView(SessionView):
         return self.status_response(session)
 
 
-class SendNowAcknowledgeView(SessionView):
+class SendNowAcknowledgeView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.RemovedCountSerializer, **ERRORS}
     )
@@ -373,7 +373,7 @@ class AgentReadyView(SessionView):
 # --- consumer ---------------------------------------------------------------
 
 
-class ReserveView(SessionView):
+class ReserveView(TakesNoBody, SessionView):
     @extend_schema(
         request=None,
         parameters=[INCARNATION],
@@ -400,7 +400,7 @@ class ReserveView(SessionView):
         return Response(body)
 
 
-class ReservationAckView(SessionView):
+class ReservationAckView(TakesNoBody, SessionView):
     @extend_schema(request=None, parameters=[INCARNATION], responses={204: None, **ERRORS})
     def post(self, request: Request, session_id: uuid.UUID, reservation_id: uuid.UUID) -> Response:
         """Delete exactly the reserved entry (409 reservation_changed otherwise)."""
@@ -413,7 +413,7 @@ class ReservationAckView(SessionView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ReservationReleaseView(SessionView):
+class ReservationReleaseView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.ReleaseSerializer, **ERRORS}
     )

@@ -154,3 +154,18 @@ def test_unknown_fields__in_batch_entries_and_nested_objects(world, agent_sessio
         )
     assert "colour" in assert_error(nested, 400, "invalid")["details"]["attachments"]["0"]
     assert "colour" in assert_error(patch, 400, "invalid")["details"]
+
+
+def test_endpoints_without_a_body__refuse_body_fields(world, agent_session):
+    S = f"/api/sessions/{agent_session.session}/queue"
+    paths = [
+        f"/api/tasks/{agent_session.task}/sessions/", f"/api/tasks/{agent_session.task}/archive/",
+        f"/api/tasks/{agent_session.task}/purge/", f"{S}/messages/{ANY_ID}/merge-up/",
+        f"{S}/reserve/", f"{S}/reservations/{ANY_ID}/ack/", f"{S}/reservations/{ANY_ID}/release/",
+        f"{S}/send-now/{ANY_ID}/restore/", f"{S}/send-now/{ANY_ID}/acknowledge/",
+    ]  # fmt: skip
+    with world.client(world.admin_token) as http:
+        for path in paths:
+            response = http.post(path, json={"colour": 1})
+            assert "colour" in assert_error(response, 400, "invalid")["details"], path
+        assert http.get(f"/api/tasks/{agent_session.task}/").json()["archived"] is False
