@@ -45,6 +45,8 @@ class StrictSerializerExtension(OpenApiSerializerExtension):
         schema = auto_schema._map_basic_serializer(self.target, direction)
         if direction == "request":
             schema["additionalProperties"] = False
+            if self.target.min_fields:
+                schema["minProperties"] = self.target.min_fields
         return schema
 
 

@@ -68,10 +68,20 @@ class StrictFieldsMixin:
     the input object is a 400 ``invalid`` with ``details`` naming it, rather
     than silently dropped. Nested serializers and list entries are checked too,
     each by its own serializer (so give them this mixin as well); their errors
-    land under the parent field, as DRF nests any error."""
+    land under the parent field, as DRF nests any error.
+
+    ``min_fields``: at least this many known fields must be given (PATCH
+    bodies that must change something); the schema says ``minProperties``."""
+
+    min_fields: int = 0
 
     def to_internal_value(self, data: Any) -> Any:
         unknown = self.unknown_fields(data)
+        if not unknown and isinstance(data, Mapping) and len(data) < self.min_fields:
+            names = ", ".join(self.fields)  # type: ignore[attr-defined]
+            raise serializers.ValidationError(
+                {"non_field_errors": [f"Give at least {self.min_fields} of: {names}."]}
+            )
         try:
             value = super().to_internal_value(data)  # type: ignore[misc]
         except serializers.ValidationError as exc:

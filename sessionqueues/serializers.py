@@ -221,16 +221,12 @@ class MessageCreateSerializer(StrictSerializer):
 
 
 class MessageUpdateSerializer(StrictSerializer):
+    min_fields = 1
     content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(
         required=False, help_text="Key updates; a null value removes that key."
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if not attrs:
-            raise serializers.ValidationError("Give content, attachments or metadata.")
-        return attrs
 
 
 class ReorderSerializer(StrictSerializer):

@@ -67,3 +67,13 @@ def test_request_bodies__are_closed_objects_in_the_schema(spec):
     assert all(v.get("additionalProperties") is False for v in objects.values()), [
         k for k, v in objects.items() if v.get("additionalProperties") is not False
     ]
+
+
+def test_message_patch__empty_body_is_400_and_documented(world, agent_session, spec):
+    assert spec["components"]["schemas"]["PatchedMessageUpdateRequest"]["minProperties"] == 1
+    S = f"/api/sessions/{agent_session.session}/queue"
+    with world.client(world.editor_token) as http:
+        entry = http.post(f"{S}/messages/", json={"content": "to patch"})
+        assert entry.status_code == 201, entry.text
+        response = http.patch(f"{S}/messages/{entry.json()['id']}/", json={})
+    assert "non_field_errors" in assert_error(response, 400, "invalid")["details"]
