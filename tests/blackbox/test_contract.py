@@ -74,6 +74,6 @@ def test_message_patch__empty_body_is_400_and_documented(world, agent_session, s
     S = f"/api/sessions/{agent_session.session}/queue"
     with world.client(world.editor_token) as http:
         entry = http.post(f"{S}/messages/", json={"content": "to patch"})
-        assert entry.status_code == 201, entry.text
+        assert entry.status_code in (200, 201), entry.text  # 200: auto-merged into the tail
         response = http.patch(f"{S}/messages/{entry.json()['id']}/", json={})
     assert "non_field_errors" in assert_error(response, 400, "invalid")["details"]
