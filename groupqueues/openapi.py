@@ -16,6 +16,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers as drf
 
 from groupqueues import serializers as s
+from queueproject.pagination import Pagination
 from queueproject.schema import ERROR_RESPONSES, error
 
 TAG = "group queues"
@@ -44,8 +45,18 @@ APP_ROUTE = extend_schema(parameters=[
                      "app's chain (its group, the parent, ... the root)."),
 ])  # fmt: skip
 PAGE_PARAMETERS = [
-    OpenApiParameter("page", int, OpenApiParameter.QUERY, description="Page number (from 1)."),
-    OpenApiParameter("page_size", int, OpenApiParameter.QUERY, description="At most 500."),
+    OpenApiParameter(
+        "page",
+        Pagination.schema("page"),
+        OpenApiParameter.QUERY,
+        description="Page number (from 1).",
+    ),
+    OpenApiParameter(
+        "page_size",
+        Pagination.schema("page_size"),
+        OpenApiParameter.QUERY,
+        description="At most 500.",
+    ),
 ]
 
 

@@ -14,6 +14,7 @@ from groupqueues import exceptions as err
 from groupqueues.models import Collection, CollectionKind, Message, MessageQuerySet
 from principals.models import App, Group
 from queueproject import clock
+from queueproject.ids import parse_id
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def message_get(*, collection: Collection, id: uuid.UUID | str) -> Message:
     """The message as data, dead ones included. Raises MessageNotFound (also for
     acked or cancelled messages, ids of other collections and non-UUID ids)."""
     try:
-        message_id = uuid.UUID(str(id))
+        message_id = parse_id(id)
     except ValueError:
         raise err.MessageNotFound() from None
     found = Message.objects.of(collection).filter(id=message_id).first()

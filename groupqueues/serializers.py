@@ -9,9 +9,10 @@ than coerced, so the API accepts exactly what its OpenAPI schema describes.
 from __future__ import annotations
 
 import re
-import uuid
+from datetime import datetime
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -22,6 +23,14 @@ from groupqueues.selectors import QueueStats
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
 from groupqueues.settings_ranges import SETTING_RANGES
 from principals.models import Group
+from queueproject.serializers import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictUUIDField,
+)
 
 WAIT_SECONDS_MAX = 20
 MAX_REDRIVE_IDS = 1000
@@ -29,40 +38,27 @@ MAX_REDRIVE_IDS = 1000
 # ------------------------------------------------------------- strict fields
 
 
-class StrictIntegerField(serializers.IntegerField):
-    """An integer that must be a JSON integer (no strings, booleans or 1.0)."""
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 date-time with a time zone (a JSON string): a naive one is
+    refused rather than read as UTC, and so is one outside the representable
+    range once in UTC."""
 
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
+    default_error_messages = {"naive": "Give a time zone, e.g. 2030-01-01T00:00:00Z."}
 
-
-class StrictFloatField(serializers.FloatField):
-    """A number that must be a JSON number (no strings or booleans)."""
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictCharField(serializers.CharField):
-    """A string that must be a JSON string (no numbers turned into text)."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str):
+            self.fail("invalid", format="ISO 8601 with a time zone")
+        try:
+            parsed = parse_datetime(value)
+            if parsed is not None and parsed.tzinfo is None:
+                self.fail("naive")
+            return super().to_internal_value(value)
+        except (ValueError, OverflowError):
+            self.fail("invalid", format="ISO 8601 with a time zone")
 
 
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean (no "yes", 1 or "true")."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
+def moment(help_text: str) -> AwareDateTimeField:
+    return AwareDateTimeField(required=False, allow_null=True, help_text=help_text)
 
 
 def seconds(*, required: bool = False, **kwargs: Any) -> StrictFloatField:
@@ -78,18 +74,6 @@ def visibility_timeout(*, required: bool) -> StrictIntegerField:
         min_value=check.VISIBILITY_TIMEOUT_MIN, max_value=check.VISIBILITY_TIMEOUT_MAX,
         required=required, allow_null=not required,
     )  # fmt: skip
-
-
-class StrictUUIDField(serializers.UUIDField):
-    """A UUID in its canonical 8-4-4-4-12 hex form only (what ``format: uuid``
-    says), not the braces, URN or bare-hex spellings Python also parses."""
-
-    CANONICAL = re.compile(r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
-
-    def to_internal_value(self, data: Any) -> uuid.UUID:
-        if not isinstance(data, str) or not self.CANONICAL.match(data):
-            self.fail("invalid", value=data)
-        return super().to_internal_value(data)
 
 
 def message_id() -> StrictUUIDField:
@@ -140,7 +124,7 @@ def setting_field(name: str, **kwargs: Any) -> serializers.Field:
     return StrictIntegerField(min_value=int(r.low), max_value=int(r.high), **kwargs)
 
 
-class CollectionSettingsSerializer(serializers.Serializer):
+class CollectionSettingsSerializer(StrictSerializer):
     """The settings of a collection (PATCH: any subset)."""
 
     max_payload_bytes = setting_field("max_payload_bytes")
@@ -220,14 +204,16 @@ def validate_entries(
     return out
 
 
-class EnqueueSerializer(serializers.Serializer):
+class EnqueueSerializer(StrictSerializer):
     payload = PayloadField()
     priority = StrictIntegerField(
         min_value=check.PRIORITY_MIN, max_value=check.PRIORITY_MAX, default=0,
         help_text="Higher first.",
     )  # fmt: skip
     delay_seconds = seconds(help_text="Not claimable before now + this.")
+    deliver_after = moment("Not claimable before this moment (not with delay_seconds).")
     expires_in_seconds = seconds(help_text="Dies (expired) if not done by now + this.")
+    expires_at = moment("Dies (expired) if not done by this moment (not with expires_in_seconds).")
     max_attempts = StrictIntegerField(
         min_value=1, max_value=check.MAX_ATTEMPTS_MAX, required=False, allow_null=True,
         help_text="Default: the collection's default_max_attempts.",
@@ -243,8 +229,8 @@ class EnqueueSerializer(serializers.Serializer):
     def new_message(data: dict[str, Any]) -> NewMessage:
         return NewMessage(
             payload=data["payload"], priority=data.get("priority", 0),
-            delay_seconds=data.get("delay_seconds"),
-            expires_in_seconds=data.get("expires_in_seconds"),
+            delay_seconds=data.get("delay_seconds"), deliver_after=data.get("deliver_after"),
+            expires_in_seconds=data.get("expires_in_seconds"), expires_at=data.get("expires_at"),
             max_attempts=data.get("max_attempts"), idempotency_key=data.get("idempotency_key"),
         )  # fmt: skip
 
@@ -254,7 +240,7 @@ class EnqueueEntriesField(serializers.ListField):
     """The entries of a batch (validated one by one, for the index)."""
 
 
-class EnqueueBatchSerializer(serializers.Serializer):
+class EnqueueBatchSerializer(StrictSerializer):
     messages = EnqueueEntriesField(
         child=serializers.JSONField(), min_length=1,
         help_text=f"1 to {MAX_BATCH} messages, enqueued all or nothing.",
@@ -276,7 +262,7 @@ class EnqueuedBatchSerializer(serializers.Serializer):
 # --------------------------------------------------------------------- claim
 
 
-class ClaimSerializer(serializers.Serializer):
+class ClaimSerializer(StrictSerializer):
     worker_id = StrictCharField(min_length=1, max_length=check.WORKER_ID_MAX, trim_whitespace=False)
     max_messages = StrictIntegerField(
         default=1, help_text=f"≤ 0: nothing is claimed; more than {MAX_CLAIM}: {MAX_CLAIM}."
@@ -313,7 +299,7 @@ class ClaimedSerializer(serializers.Serializer):
 # ------------------------------------------------------ actions of the holder
 
 
-class HeldSerializer(serializers.Serializer):
+class HeldSerializer(StrictSerializer):
     id = message_id()
     claim_token = message_id()
 
@@ -323,7 +309,7 @@ class AckEntriesField(serializers.ListField):
     """The entries of a batch ack (validated one by one, for the index)."""
 
 
-class AckSerializer(serializers.Serializer):
+class AckSerializer(StrictSerializer):
     acks = AckEntriesField(
         child=serializers.JSONField(), help_text=f"At most {MAX_ACK_BATCH} (id, claim_token)."
     )
@@ -388,7 +374,7 @@ class MessageSerializer(serializers.ModelSerializer):
 # ------------------------------------------------------------------- manage
 
 
-class RedriveSerializer(serializers.Serializer):
+class RedriveSerializer(StrictSerializer):
     ids = serializers.ListField(
         child=message_id(), required=False, max_length=MAX_REDRIVE_IDS,
         help_text="Dead messages to redrive.",
@@ -401,7 +387,7 @@ class RedriveSerializer(serializers.Serializer):
         return data
 
 
-class PurgeSerializer(serializers.Serializer):
+class PurgeSerializer(StrictSerializer):
     include_dead = StrictBooleanField(default=False)
 
 

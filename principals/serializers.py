@@ -7,7 +7,7 @@ class GroupSerializer(serializers.ModelSerializer):
     # DRF's metaclass moves declared fields into _declared_fields; the stubs see this
     # class attribute as overriding Field.parent (the field's own parent serializer).
     parent: serializers.SlugRelatedField[Group] = serializers.SlugRelatedField(  # type: ignore[assignment]
-        slug_field="slug", read_only=True
+        slug_field="slug", read_only=True, allow_null=True
     )
     path = serializers.CharField(read_only=True)
 

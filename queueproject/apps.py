@@ -16,3 +16,5 @@ class QueueProjectConfig(AppConfig):
         connection_created.connect(
             rawsql.enable_prepared_statements, dispatch_uid="queue-prepared-statements"
         )
+        # Registers the <api_id:…> path converter before any URLconf loads.
+        from queueproject import ids  # noqa: F401

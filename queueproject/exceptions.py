@@ -16,6 +16,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -154,9 +155,23 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     return Response(body, status=status, headers=headers)
 
 
+@csrf_exempt
 def api_not_found(request: Any, *args: Any, **kwargs: Any) -> JsonResponse:
-    """Routing 404 under /api/ (a catch-all URL, so it holds with DEBUG on too)."""
+    """Routing 404 under /api/ (a catch-all URL, so it holds with DEBUG on too),
+    for every method: exempt from the CSRF check, which would otherwise answer
+    an unsafe method's 404 with a 403 page (it changes nothing to protect)."""
     return JsonResponse(envelope("not_found", f"No API endpoint at {request.path}."), status=404)
+
+
+def csrf_failure(request: Any, reason: str = "") -> Any:
+    """CSRF_FAILURE_VIEW: the envelope (403 permission_denied) for API paths,
+    Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        message = f"CSRF Failed: {reason}" if reason else PermissionDenied.__doc__ or ""
+        return JsonResponse(envelope("permission_denied", message), status=403)
+    from django.views.csrf import csrf_failure as default
+
+    return default(request, reason=reason)
 
 
 def server_error(request: Any, *args: Any, **kwargs: Any) -> Any:

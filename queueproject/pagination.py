@@ -25,6 +25,18 @@ class Pagination(PageNumberPagination):
         size = _positive_int(request, self.page_size_query_param)
         return self.page_size if size is None else min(size, self.max_page_size)
 
+    @classmethod
+    def schema(cls, name: str) -> dict[str, Any]:
+        """The OpenAPI schema of the query parameter ``name`` (what is accepted:
+        a page_size above max_page_size is capped, not refused)."""
+        return {"type": "integer", "minimum": 1}
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"] = self.schema(parameter["name"])
+        return parameters
+
     def get_page_number(self, request: Any, paginator: Any) -> int:
         """``page`` must be a positive integer when given (400 otherwise); a page
         past the end is 404 (DRF's "Invalid page.")."""

@@ -57,6 +57,8 @@ ROOT_URLCONF = "queueproject.urls"
 # The apps' API URLconfs, mounted under /api/ in this order by queueproject/urls.py
 # (named here so that the shared layer names no app).
 API_URLCONFS = ["principals.urls", "groupqueues.urls", "sessionqueues.urls", "store.urls"]
+# A refused CSRF check under /api/ answers the error envelope, not Django's page.
+CSRF_FAILURE_VIEW = "queueproject.exceptions.csrf_failure"
 WSGI_APPLICATION = "queueproject.wsgi.application"
 ASGI_APPLICATION = "queueproject.asgi.application"
 
@@ -149,6 +151,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SECURITY": [{"bearerAuth": []}],
     "APPEND_COMPONENTS": {"securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},
+    "GET_LIB_DOC_EXCLUDES": "queueproject.schema.lib_doc_excludes",
+    "PATH_CONVERTER_OVERRIDES": {"api_id": {"type": "string", "format": "uuid"}},
 }
 
 CACHES = {

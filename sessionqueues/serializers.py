@@ -7,6 +7,13 @@ from typing import Any
 from rest_framework import serializers
 
 from principals.models import App
+from queueproject.serializers import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictUUIDField,
+)
 from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
 from sessionqueues.services import MAX_ATTACHMENTS, SENDER_TASK_KEY
 
@@ -171,21 +178,21 @@ class PurgeResultSerializer(serializers.Serializer):
 # --- requests ---------------------------------------------------------------
 
 
-class TaskCreateSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+class TaskCreateSerializer(StrictSerializer):
+    title = StrictCharField(max_length=200, allow_blank=True, required=False, default="")
 
 
-class AttachmentSerializer(serializers.Serializer):
-    type = serializers.CharField(max_length=50)
+class AttachmentSerializer(StrictSerializer):
+    type = StrictCharField(max_length=50)
     # DRF's metaclass moves declared fields into _declared_fields; the stubs see this
     # class attribute as overriding Serializer.data.
-    data = serializers.CharField(  # type: ignore[assignment]
+    data = StrictCharField(  # type: ignore[assignment]
         required=False, max_length=MAX_CONTENT, trim_whitespace=False
     )
-    reference = serializers.CharField(required=False, max_length=2000)
-    mime_type = serializers.CharField(required=False, max_length=200, allow_blank=True)
-    name = serializers.CharField(required=False, max_length=500, allow_blank=True)
-    size = serializers.IntegerField(required=False, min_value=0)
+    reference = StrictCharField(required=False, max_length=2000)
+    mime_type = StrictCharField(required=False, max_length=200, allow_blank=True)
+    name = StrictCharField(required=False, max_length=500, allow_blank=True)
+    size = StrictIntegerField(required=False, min_value=0)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("data" in attrs) == ("reference" in attrs):
@@ -199,20 +206,22 @@ def _attachments_field() -> serializers.ListField:
     )
 
 
-class EntryCreateSerializer(serializers.Serializer):
+class EntryCreateSerializer(StrictSerializer):
     """An entry to queue. An agent entry names its sender task either as the
     top-level ``sender_task_id`` (a UUID of a task of the session's app, given
     as ``context["app"]``) or as ``metadata.sender_task_id``; either way it is
     stored in the entry's metadata under ``sender_task_id`` (the top-level form
     as the UUID's canonical string), where merge-up and auto-merge compare it."""
 
-    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False)
-    model = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
-    plan_mode = serializers.BooleanField(required=False, default=False)
+    content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False)
+    model = StrictCharField(max_length=200, required=False, default="", allow_blank=True)
+    plan_mode = StrictBooleanField(required=False, default=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(required=False, default=dict)
-    coalesce_key = serializers.CharField(max_length=200, required=False, default="")
-    append_to_tail = serializers.BooleanField(required=False, default=False)
+    coalesce_key = StrictCharField(
+        max_length=200, required=False, default="", allow_blank=True, help_text="Empty: none."
+    )
+    append_to_tail = StrictBooleanField(required=False, default=False)
     queued_by = serializers.ChoiceField(
         choices=["agent"],
         required=False,
@@ -262,50 +271,46 @@ def _with_sender_task(attrs: dict[str, Any]) -> dict[str, Any]:
     return {**metadata, SENDER_TASK_KEY: sender}
 
 
-class EntryUpdateSerializer(serializers.Serializer):
-    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
+class EntryUpdateSerializer(StrictSerializer):
+    min_fields = 1
+    content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False, required=False)
     attachments = _attachments_field()
     metadata = serializers.DictField(
         required=False, help_text="Key updates; a null value removes that key."
     )
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if not attrs:
-            raise serializers.ValidationError("Give content, attachments or metadata.")
-        return attrs
+
+class ReorderSerializer(StrictSerializer):
+    ids = serializers.ListField(child=StrictUUIDField(), max_length=10_000)
 
 
-class ReorderSerializer(serializers.Serializer):
-    ids = serializers.ListField(child=serializers.UUIDField(), max_length=10_000)
+class SendNowEntrySerializer(StrictSerializer):
+    id = StrictUUIDField()
+    content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False, allow_blank=True)
 
 
-class SendNowEntrySerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    content = serializers.CharField(max_length=MAX_CONTENT, trim_whitespace=False, allow_blank=True)
-
-
-class SendNowSerializer(serializers.Serializer):
+class SendNowSerializer(StrictSerializer):
     entries = serializers.ListField(child=SendNowEntrySerializer(), max_length=1000)
 
 
-class AutoRunSerializer(serializers.Serializer):
-    enabled = serializers.BooleanField()
+class AutoRunSerializer(StrictSerializer):
+    enabled = StrictBooleanField()
 
 
-class AutoMergeSerializer(serializers.Serializer):
-    enabled = serializers.BooleanField(allow_null=True)
+class AutoMergeSerializer(StrictSerializer):
+    enabled = StrictBooleanField(allow_null=True)
 
 
-class AgentReadySerializer(serializers.Serializer):
-    ready = serializers.BooleanField()
+class AgentReadySerializer(StrictSerializer):
+    ready = StrictBooleanField()
 
 
-class TransferSerializer(serializers.Serializer):
-    to_session = serializers.UUIDField()
+class TransferSerializer(StrictSerializer):
+    to_session = StrictUUIDField()
 
 
-class PendingMoveInSerializer(serializers.Serializer):
-    move_id = serializers.CharField(max_length=200)
-    workflow_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    workflow_step_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    actor = serializers.CharField(max_length=200, required=False, allow_blank=True)
+class PendingMoveInSerializer(StrictSerializer):
+    move_id = StrictCharField(max_length=200)
+    workflow_id = StrictCharField(max_length=200, required=False, allow_blank=True)
+    workflow_step_id = StrictCharField(max_length=200, required=False, allow_blank=True)
+    actor = StrictCharField(max_length=200, required=False, allow_blank=True)

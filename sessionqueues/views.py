@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -17,7 +18,7 @@ from principals.authz import Capability, Principal
 from principals.permissions import require
 from principals.services import app_get
 from queueproject import clock
-from queueproject.api import validated
+from queueproject.api import TakesNoBody, validated
 from queueproject.schema import ERROR_RESPONSES, error
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
@@ -30,6 +31,7 @@ ERRORS = {**ERROR_RESPONSES, **CONFLICT}
 INCARNATION_HEADER = "X-Session-Incarnation"
 INCARNATION = OpenApiParameter(
     INCARNATION_HEADER,
+    OpenApiTypes.UUID,
     location=OpenApiParameter.HEADER,
     required=False,
     description="The session incarnation the caller knows; a stale one answers 409 "
@@ -101,7 +103,7 @@ class TaskDetailView(TaskView):
         return Response(s.TaskDetailSerializer(task).data)
 
 
-class TaskSessionListView(TaskView):
+class TaskSessionListView(TakesNoBody, TaskView):
     @extend_schema(request=None, responses={201: s.SessionSerializer, **ERROR_RESPONSES})
     def post(self, request: Request, task_id: uuid.UUID) -> Response:
         """Create a session of the task (auto-run on, a fresh incarnation)."""
@@ -110,7 +112,7 @@ class TaskSessionListView(TaskView):
         return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
-class TaskArchiveView(TaskView):
+class TaskArchiveView(TakesNoBody, TaskView):
     @extend_schema(request=None, responses={200: s.TaskSerializer, **ERROR_RESPONSES})
     def post(self, request: Request, task_id: uuid.UUID) -> Response:
         """Archive the task: lifecycle inserts are refused from now on (admin)."""
@@ -119,7 +121,7 @@ class TaskArchiveView(TaskView):
         return Response(s.TaskSerializer(task).data)
 
 
-class TaskPurgeView(TaskView):
+class TaskPurgeView(TakesNoBody, TaskView):
     @extend_schema(request=None, responses={200: s.PurgeResultSerializer, **ERROR_RESPONSES})
     def post(self, request: Request, task_id: uuid.UUID) -> Response:
         """Delete every entry of the task's sessions (reserved too) and bump its
@@ -250,7 +252,7 @@ class MessageDetailView(SessionView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class MergeUpView(SessionView):
+class MergeUpView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.QueuedMessageSerializer, **ERRORS}
     )
@@ -299,7 +301,7 @@ class SendNowView(SessionView):
         return Response({"claim_id": str(claim.pk), "dispatch": dispatch})
 
 
-class SendNowRestoreView(SessionView):
+class SendNowRestoreView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.QueueStatusSerializer, **ERRORS}
     )
@@ -312,7 +314,7 @@ class SendNowRestoreView(SessionView):
         return self.status_response(session)
 
 
-class SendNowAcknowledgeView(SessionView):
+class SendNowAcknowledgeView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.RemovedCountSerializer, **ERRORS}
     )
@@ -379,7 +381,7 @@ class AgentReadyView(SessionView):
 # --- consumer ---------------------------------------------------------------
 
 
-class ReserveView(SessionView):
+class ReserveView(TakesNoBody, SessionView):
     @extend_schema(
         request=None,
         parameters=[INCARNATION],
@@ -406,7 +408,7 @@ class ReserveView(SessionView):
         return Response(body)
 
 
-class ReservationAckView(SessionView):
+class ReservationAckView(TakesNoBody, SessionView):
     @extend_schema(request=None, parameters=[INCARNATION], responses={204: None, **ERRORS})
     def post(self, request: Request, session_id: uuid.UUID, reservation_id: uuid.UUID) -> Response:
         """Delete exactly the reserved entry (409 reservation_changed otherwise)."""
@@ -419,7 +421,7 @@ class ReservationAckView(SessionView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ReservationReleaseView(SessionView):
+class ReservationReleaseView(TakesNoBody, SessionView):
     @extend_schema(
         request=None, parameters=[INCARNATION], responses={200: s.ReleaseSerializer, **ERRORS}
     )

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from principals.models import Role
@@ -37,6 +37,23 @@ def test_echo_accepts_valid_json():
 
 def test_routing_404_is_the_envelope(api):
     assert_error(api.get("/api/no/such/thing/"), 404, "not_found")
+
+
+def test_csrf_failure_under_api_is_the_envelope():
+    response = Client(enforce_csrf_checks=True).post("/api/test-plain/", {})
+    error = assert_error(response, 403, "permission_denied")
+    assert "CSRF" in error["message"]
+
+
+def test_csrf_failure_elsewhere_is_djangos_page():
+    response = Client(enforce_csrf_checks=True).post("/test-plain/", {})
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+
+
+def test_routing_404_for_writes_skips_the_csrf_check():
+    response = Client(enforce_csrf_checks=True).delete("/api/no/such/thing/")
+    assert_error(response, 404, "not_found")
 
 
 def test_405_is_the_envelope(tree):

@@ -119,7 +119,9 @@ def test_queue_status__carries_the_task_and_session_generations(client, session)
 
 
 def test_message_create__queued_by_is_the_principal(client, editor, session):
-    response = post_message(client, session, "a", queued_by_ignored="x")
+    forged = post_message(client, session, "a", queued_by_forged="x")
+    assert forged.status_code == 400 and "queued_by_forged" in forged.json()["error"]["details"]
+    response = post_message(client, session, "a")
     assert response.status_code == 201
     assert response.json()["queued_by"] == f"user:{editor.pk}"
     assert response.json()["position"] == 1

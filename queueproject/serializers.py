@@ -1,0 +1,105 @@
+"""Request serializer pieces shared by every API app."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import serializers
+
+from queueproject.ids import parse_id
+
+# Scalars are strict: a JSON string or boolean where a number is expected (or a
+# number where a string or boolean is) is refused rather than coerced, so the
+# API accepts exactly what its OpenAPI schema describes.
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that must be a JSON integer (no strings, booleans or 1.0)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number that must be a JSON number (no strings or booleans)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string (no numbers turned into text)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean (no "yes", 1 or "true")."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID as a JSON string in its canonical 8-4-4-4-12 form only (what
+    ``format: uuid`` says; ``queueproject.ids.parse_id``), not an integer or
+    the braces, URN or bare-hex spellings Python also parses."""
+
+    def to_internal_value(self, data: Any) -> uuid.UUID:
+        try:
+            return parse_id(data if isinstance(data, str) else None)
+        except ValueError:
+            self.fail("invalid", value=data)
+
+
+class StrictFieldsMixin:
+    """Refuse request fields the serializer does not know: each unknown key of
+    the input object is a 400 ``invalid`` with ``details`` naming it, rather
+    than silently dropped. Nested serializers and list entries are checked too,
+    each by its own serializer (so give them this mixin as well); their errors
+    land under the parent field, as DRF nests any error.
+
+    ``min_fields``: at least this many known fields must be given (PATCH
+    bodies that must change something); the schema says ``minProperties``."""
+
+    min_fields: int = 0
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown = self.unknown_fields(data)
+        if not unknown and isinstance(data, Mapping) and len(data) < self.min_fields:
+            names = ", ".join(self.fields)  # type: ignore[attr-defined]
+            raise serializers.ValidationError(
+                {"non_field_errors": [f"Give at least {self.min_fields} of: {names}."]}
+            )
+        try:
+            value = super().to_internal_value(data)  # type: ignore[misc]
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                exc.detail.update(unknown)  # type: ignore[arg-type]  # one answer names every problem; the stubs type detail values narrower than DRF builds them
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+    def unknown_fields(self, data: Any) -> dict[str, list[str]]:
+        """``{key: ["Unknown field."]}`` for each key no writable field takes."""
+        if not isinstance(data, Mapping):
+            return {}
+        fields = self.fields.items()  # type: ignore[attr-defined]
+        known = {name for name, field in fields if not field.read_only}
+        return {str(key): ["Unknown field."] for key in sorted(data, key=str) if key not in known}
+
+
+class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
+    """The base of every request serializer (unknown fields are a 400)."""
