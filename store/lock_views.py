@@ -19,7 +19,7 @@ from queueproject.api import validated
 from queueproject.schema import ERROR_RESPONSES, error
 from store import lock_serializers as s
 from store import locks
-from store.locks import LockState
+from store.locks import HeldLock, LockState
 
 TAG = "locks"
 USE = Capability.QUEUE_CONSUME
@@ -32,7 +32,7 @@ HELD = {409: error("lock_held: another owner holds it (details: owner, expires_a
 LOST = {409: error("lock_lost: this owner does not hold it (expired, released, taken over)")}
 
 
-def body(state: LockState) -> dict[str, object]:
+def body(state: HeldLock | LockState) -> dict[str, object]:
     return s.LockSerializer(state).data
 
 

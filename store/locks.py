@@ -36,6 +36,16 @@ PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)
+class HeldLock:
+    """A lock as its holder sees it after taking or renewing it."""
+
+    name: str
+    owner: str
+    expires_at: datetime
+    fencing_token: int
+
+
+@dataclass(frozen=True)
 class LockState:
     """A lock as anyone may see it: ``owner`` and ``expires_at`` are None while
     it is free (never taken, released or expired); ``fencing_token`` is the
@@ -47,7 +57,7 @@ class LockState:
     fencing_token: int
 
 
-def lock_acquire(*, group: Group, name: str, owner: str, ttl: float) -> LockState:
+def lock_acquire(*, group: Group, name: str, owner: str, ttl: float) -> HeldLock:
     """Take the lock for ``ttl`` seconds if it is free or expired, with the next
     fencing token. Its current owner re-acquiring gets it back unchanged (same
     expiry and token). Raises LockHeld (naming holder and expiry) when another
@@ -57,17 +67,17 @@ def lock_acquire(*, group: Group, name: str, owner: str, ttl: float) -> LockStat
     if taken is None:
         current = lock_get(group=group, name=name)
         raise LockHeld.by(name, current.owner, current.expires_at)
-    return LockState(name, owner, taken.expires_at, taken.fencing_token)
+    return HeldLock(name, owner, taken.expires_at, taken.fencing_token)
 
 
-def lock_renew(*, group: Group, name: str, owner: str, ttl: float) -> LockState:
+def lock_renew(*, group: Group, name: str, owner: str, ttl: float) -> HeldLock:
     """Extend the lock to now + ``ttl``, only while ``owner`` holds it unexpired
     (the token stays). Raises LockLost otherwise."""
     _check(name=name, owner=owner, ttl=ttl)
     renewed = leases.lease_renew(name=_lease_name(group, name), owner=owner, ttl=ttl)
     if renewed is None:
         raise LockLost(f"Lock {name!r} is not held by {owner!r}.")
-    return LockState(name, owner, renewed.expires_at, renewed.fencing_token)
+    return HeldLock(name, owner, renewed.expires_at, renewed.fencing_token)
 
 
 def lock_release(*, group: Group, name: str, owner: str) -> None:
@@ -122,7 +132,7 @@ def _check(*, name: str, owner: str | None = None, ttl: float | None = None) -> 
     try:
         COLLECTION_NAME_VALIDATOR(name)
     except ValidationError:
-        raise InvalidLockInput.field("name", COLLECTION_NAME_VALIDATOR.message) from None
+        raise InvalidLockInput.field("name", str(COLLECTION_NAME_VALIDATOR.message)) from None
     if owner is not None and not 1 <= len(owner) <= OWNER_MAX:
         raise InvalidLockInput.field("owner", f"Use 1-{OWNER_MAX} characters.")
     if ttl is not None and not TTL_MIN <= ttl <= TTL_MAX:

@@ -22,11 +22,12 @@ import os
 import random
 import sys
 import time
+from typing import Any
 
 TTL = 1.0
 
 
-def hold(rng: random.Random, group: object, owner: str) -> tuple[int, float, float] | None:
+def hold(rng: random.Random, group: Any, owner: str) -> tuple[int, float, float] | None:
     """One attempt: (token, started, ended) when the lock was taken, else None."""
     from store.lock_exceptions import LockHeld, LockLost
     from store.locks import lock_acquire, lock_release, lock_renew
@@ -35,14 +36,14 @@ def hold(rng: random.Random, group: object, owner: str) -> tuple[int, float, flo
         state = lock_acquire(group=group, name="contended", owner=owner, ttl=TTL)
     except LockHeld:
         return None
-    started = time.time()
+    started = stopped = time.time()
     expires = state.expires_at.timestamp()
     try:
         for _ in range(rng.randint(0, 3)):
             time.sleep(rng.uniform(0, 0.05) if rng.random() < 0.9 else TTL * 1.3)
             stopped = time.time()
-            expires = lock_renew(group=group, name="contended", owner=owner, ttl=TTL).expires_at
-            expires = expires.timestamp()
+            renewed = lock_renew(group=group, name="contended", owner=owner, ttl=TTL)
+            expires = renewed.expires_at.timestamp()
         time.sleep(rng.uniform(0, 0.02))
         stopped = time.time()
         lock_release(group=group, name="contended", owner=owner)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from itertools import pairwise
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -33,7 +34,7 @@ def recorder():
         cur.execute("DROP TABLE lock_recorder")
 
 
-def run_contenders(tmp_path, *, processes: int, seconds: float) -> list[tuple]:
+def run_contenders(tmp_path: Any, *, processes: int, seconds: float) -> list[tuple]:
     group = GroupFactory(slug="contention")
     go_file = tmp_path / "go"
     procs = [
@@ -56,6 +57,7 @@ def run_contenders(tmp_path, *, processes: int, seconds: float) -> list[tuple]:
         for i in range(processes)
     ]
     for proc in procs:  # every contender is connected and waiting
+        assert proc.stdout and proc.stderr
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     go_file.touch()
     for proc in procs:
