@@ -5,12 +5,14 @@ from datetime import timedelta
 
 import pytest
 
+from principals.models import Group
 from queueproject import clock
 from queueproject.leases import lease_try
 from queueproject.models import Lease
 from store import locks
 from store.lock_exceptions import InvalidLockInput, LockHeld, LockLost
 from store.locks import lock, lock_acquire, lock_get, lock_release, lock_renew
+from tests.conftest import ROOT
 from tests.factories import GroupFactory
 
 pytestmark = pytest.mark.django_db
@@ -157,3 +159,14 @@ def test_lock__lost_during_the_block_raises_lock_lost_at_exit(group):
             clock.advance(6)
             lock_acquire(group=group, name="nightly-report", owner="thief", ttl=60)
         assert lock_get(group=group, name="nightly-report").owner == "thief"
+
+
+def test_readme__the_python_lock_example_runs(capsys):
+    GroupFactory(slug="acme")
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("## Locks", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out == "report written under fencing token 1\n"
+    lock_acquire(group=Group.objects.get(slug="acme"), name="nightly-report", owner="x", ttl=60)
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out.startswith("Lock 'nightly-report' is held by 'x' until ")
