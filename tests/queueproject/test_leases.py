@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from queueproject import clock
-from queueproject.leases import Leadership, lease_release, lease_renew, lease_try
+from queueproject.leases import Leadership, LeaseState, lease_release, lease_renew, lease_try
 from queueproject.models import Lease
 
 pytestmark = pytest.mark.django_db
@@ -53,6 +53,34 @@ def test_lease_release__only_by_the_holder():
     assert not lease_release(name="m", owner="b")
     assert lease_release(name="m", owner="a")
     assert lease_try(name="m", owner="b", ttl=10)
+
+
+def token(state: LeaseState | None) -> int:
+    assert state is not None, "not held"
+    return state.fencing_token
+
+
+def test_lease_try__fencing_token_grows_with_each_new_acquisition_only():
+    with clock.frozen():
+        assert token(lease_try(name="m", owner="a", ttl=10)) == 1
+        assert token(lease_try(name="m", owner="a", ttl=10)) == 1  # re-acquired: kept
+        assert token(lease_renew(name="m", owner="a", ttl=10)) == 1
+        clock.advance(10)
+        assert token(lease_try(name="m", owner="a", ttl=10)) == 2  # after expiry: new
+        assert lease_release(name="m", owner="a")
+        assert token(lease_try(name="m", owner="b", ttl=10)) == 3
+        assert Lease.objects.get(name="m").fencing_token == 3
+
+
+def test_lease_release__keeps_the_row_free_so_tokens_never_repeat():
+    with clock.frozen():
+        lease_try(name="m", owner="a", ttl=10)
+        assert lease_release(name="m", owner="a")
+        row = Lease.objects.get(name="m")
+        assert (row.owner, row.expires_at, row.fencing_token) == (None, clock.now(), 1)
+        assert not lease_renew(name="m", owner="a", ttl=10)
+        assert not lease_release(name="m", owner="a")
+        assert token(lease_try(name="m", owner="a", ttl=10)) == 2
 
 
 def test_leadership__one_leader_and_takeover_after_ttl():
