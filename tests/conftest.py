@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from principals.models import ApiToken, App
 from tests.factories import AppFactory, GroupFactory, make_token
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +80,8 @@ def tree(db):
 
 
 @pytest.fixture
-def app_token():
-    def _make(app, *scopes: str):
+def app_token() -> Callable[..., tuple[ApiToken, str]]:
+    def _make(app: App, *scopes: str) -> tuple[ApiToken, str]:
         return make_token(app=app, scopes=list(scopes))
 
     return _make
