@@ -6,13 +6,24 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 import pytest
 from django.db import connection
+from rest_framework.response import Response
 from rest_framework.test import APIClient
 
 from principals.models import ApiToken, App
 from tests.factories import AppFactory, GroupFactory, make_token
+
+if TYPE_CHECKING:
+    from rest_framework.response import _MonkeyPatchedResponse
+
+    # What APIClient's requests return: a Response with the test client's extras
+    # (``json()``); the stubs name it privately and it does not exist at run time.
+    ApiResponse: TypeAlias = _MonkeyPatchedResponse
+else:
+    ApiResponse = Response
 
 ROOT = Path(__file__).resolve().parent.parent
 

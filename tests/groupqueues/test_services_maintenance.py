@@ -67,6 +67,7 @@ def test_redrive__dead_to_ready_resets_attempts_keeps_error(queue):
             collection=queue, id=message.id, claim_token=message.claim_token, error="why"
         )
     first = Message.objects.order_by("seq").first()
+    assert first is not None
     assert services.messages_redrive(collection=queue, ids=[first.id]) == 1
     row = services.message_get(collection=queue, id=first.id)
     assert (row.state, row.attempt, row.last_error, row.dead_reason) == ("ready", 0, "why", None)
