@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import pytest
 from django.db import connection
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     ApiResponse: TypeAlias = _MonkeyPatchedResponse
 else:
     ApiResponse = Response
+
+_Client = TypeVar("_Client", bound=APIClient)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +69,11 @@ def api() -> APIClient:
 
 
 def bearer(secret: str) -> APIClient:
-    client = APIClient()
+    return with_bearer(APIClient(), secret)
+
+
+def with_bearer(client: _Client, secret: str) -> _Client:
+    """``client`` (an APIClient of any class) sending ``secret`` as its bearer token."""
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     return client
 
