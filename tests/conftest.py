@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import pytest
 from django.db import connection
+from rest_framework.response import Response
 from rest_framework.test import APIClient
 
+from principals.models import ApiToken, App
 from tests.factories import AppFactory, GroupFactory, make_token
+
+if TYPE_CHECKING:
+    from rest_framework.response import _MonkeyPatchedResponse
+
+    # What APIClient's requests return: a Response with the test client's extras
+    # (``json()``); the stubs name it privately and it does not exist at run time.
+    ApiResponse: TypeAlias = _MonkeyPatchedResponse
+else:
+    ApiResponse = Response
+
+_Client = TypeVar("_Client", bound=APIClient)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +69,11 @@ def api() -> APIClient:
 
 
 def bearer(secret: str) -> APIClient:
-    client = APIClient()
+    return with_bearer(APIClient(), secret)
+
+
+def with_bearer(client: _Client, secret: str) -> _Client:
+    """``client`` (an APIClient of any class) sending ``secret`` as its bearer token."""
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     return client
 
@@ -78,8 +97,8 @@ def tree(db):
 
 
 @pytest.fixture
-def app_token():
-    def _make(app, *scopes: str):
+def app_token() -> Callable[..., tuple[ApiToken, str]]:
+    def _make(app: App, *scopes: str) -> tuple[ApiToken, str]:
         return make_token(app=app, scopes=list(scopes))
 
     return _make

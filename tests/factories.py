@@ -1,12 +1,13 @@
 """factory-boy factories shared by all test modules."""
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 
-from principals.models import App, Group, Membership, Role
+from principals.models import ApiToken, App, Group, Membership, Role
 from principals.services import token_create
 
 _T = TypeVar("_T")
@@ -58,12 +59,14 @@ class MembershipFactory(ModelFactory[Membership]):
     role = Role.VIEWER
 
 
-def make_token(*, scopes, user=None, app=None, **kwargs):
+def make_token(
+    *, scopes: Iterable[str], user: User | None = None, app: App | None = None, **kwargs: Any
+) -> tuple[ApiToken, str]:
     """A token and its secret (as create_token prints it)."""
     return token_create(name=kwargs.pop("name", "t"), scopes=scopes, user=user, app=app, **kwargs)
 
 
-def member(group, role, **kwargs):
+def member(group: Group, role: Role, **kwargs: Any) -> User:
     """A new user holding ``role`` on ``group``."""
     user = UserFactory(**kwargs)
     MembershipFactory(user=user, group=group, role=role)

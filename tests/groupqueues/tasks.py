@@ -2,7 +2,7 @@
 
 import time
 
-from django_tasks import task
+from django_tasks import TaskContext, task
 
 
 @task
@@ -22,7 +22,7 @@ def nap(seconds: float) -> str:
 
 
 @task(takes_context=True)
-def which_attempt(context) -> int:
+def which_attempt(context: TaskContext) -> int:
     return context.attempt
 
 

@@ -4,6 +4,9 @@ for the staff user and recorded in the admin log."""
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.models import LogEntry
@@ -39,9 +42,15 @@ def queue(tree):
     return services.collection_create(group=tree["child"], name="jobs")
 
 
-def fill(queue, ready=2, dead=1, claimed=0, payload=None):
+def fill(
+    queue: Collection,
+    ready: int = 2,
+    dead: int = 1,
+    claimed: int = 0,
+    payload: dict[str, Any] | None = None,
+) -> dict[str, list[uuid.UUID]]:
     """Messages in each state; returns their ids by state."""
-    ids = {"ready": [], "dead": [], "claimed": []}
+    ids: dict[str, list[uuid.UUID]] = {"ready": [], "dead": [], "claimed": []}
     for i in range(ready + dead + claimed):
         services.message_enqueue(collection=queue, payload=payload or {"i": i}, enqueued_by="t")
     for m in services.message_claim(collection=queue, worker_id="w", n=dead):

@@ -474,10 +474,13 @@ def test_fail__200_dead_failed(tree, editor, held):
 
 def test_extend__200_with_the_new_lease(tree, editor, held):
     before = Message.objects.get(id=held["id"]).lease_expires_at
+    assert before is not None
     response = post(editor, q_url(tree["child"], rest="extend/"),
                     {**held, "visibility_timeout": 600})  # fmt: skip
     assert response.status_code == 200
-    assert Message.objects.get(id=held["id"]).lease_expires_at > before
+    after = Message.objects.get(id=held["id"]).lease_expires_at
+    assert after is not None
+    assert after > before
 
 
 def test_extend__out_of_range_timeout_is_400(tree, editor, held):

@@ -7,9 +7,11 @@ import json
 
 import pytest
 from django.test import override_settings
+from rest_framework.test import APIClient
 
 from groupqueues import services
 from groupqueues.models import Message
+from tests.conftest import ApiResponse
 from tests.groupqueues.api_helpers import EDITOR, assert_error, q_url, user_client
 
 pytestmark = pytest.mark.django_db
@@ -30,8 +32,11 @@ def enqueue_url(tree, queue):
     return q_url(tree["child"], rest="messages/")
 
 
-def raw(client, url, body: bytes, content_type="application/json"):
-    return client.generic("POST", url, body, content_type=content_type)
+def raw(
+    client: APIClient, url: str, body: bytes, content_type: str = "application/json"
+) -> ApiResponse:
+    # Django's generic() sends bytes as they are; the DRF stubs type ``data`` as str only.
+    return client.generic("POST", url, body, content_type=content_type)  # type: ignore[arg-type]
 
 
 def nested(depth):

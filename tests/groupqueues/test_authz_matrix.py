@@ -9,7 +9,9 @@ refused, the body is the error envelope only and no row changed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -34,8 +36,8 @@ class Who:
     """A principal: how to build its client, what it may do on ``child`` and
     whether it sees child's queues at all (401 when ``authenticated`` is False)."""
 
-    make: object
-    may: frozenset = frozenset()
+    make: Callable[[dict[str, Any]], APIClient]  # the ``tree`` fixture → a client
+    may: frozenset[Capability] = frozenset()
     sees: bool = False
     authenticated: bool = True
 

@@ -6,14 +6,15 @@ walked by every claim; the claim order and every message stay reachable."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
 from django.db import connection
 
 from groupqueues import services, sql
-from groupqueues.models import Message
+from groupqueues.models import Collection, Message
 from queueproject import clock
 from tests.conftest import is_postgres, subprocess_env
 from tests.groupqueues.conftest import WORKER, claim, claim_one, enqueue
@@ -61,7 +62,7 @@ def test_floor__lapsed_and_reclaimed_leases_are_claimed_again(queue, frozen):
     assert [m.id for m in claim(queue, 2)] == [lapsing, reclaimed]
 
 
-def straggler(queue, seconds_before: float):
+def straggler(queue: Collection, seconds_before: float) -> uuid.UUID:
     """A message whose ready time lies before the last pass: as an enqueue that
     read the clock and committed more than the margin later."""
     message_id = enqueue(queue)
@@ -101,12 +102,14 @@ def test_floor__a_stale_or_future_floor_is_ignored(queue, frozen):
     assert [m.id for m in claim(queue, 2)] == [second]
 
 
-def _scan_buffers(queue) -> int:
+def _scan_buffers(queue: Collection) -> int:
     """Shared buffers the claim's candidate scans (``lapsed`` and ``ready``)
     touch, from EXPLAIN (ANALYZE, BUFFERS) of a claim of 10, rolled back."""
     now = clock.now()
-    params = {"collection_id": queue.pk, "now": now, "n": 10, "worker_id": WORKER,
-              "lease_expires_at": now, "async_commit": False}  # fmt: skip
+    params: dict[str, int | str | bool | datetime] = {
+        "collection_id": queue.pk, "now": now, "n": 10, "worker_id": WORKER,
+        "lease_expires_at": now, "async_commit": False,
+    }  # fmt: skip
     with connection.cursor() as cur:
         cur.execute("BEGIN")
         cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql.CLAIM_POSTGRES, params)

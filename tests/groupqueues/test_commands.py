@@ -79,7 +79,7 @@ def test_demo__is_idempotent():
     from groupqueues import demo
     from principals import demo as principals_demo
 
-    logged = []
+    logged: list[str] = []
     principals_demo.seed(admin_user=None, log=logged.append)
     demo.seed(admin_user=None, log=logged.append)
     demo.seed(admin_user=None, log=logged.append)

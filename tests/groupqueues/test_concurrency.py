@@ -58,6 +58,7 @@ def _run_workers(queue, processes, tmp_path):
         for i in range(processes)
     ]
     for proc in procs:  # every worker is connected and waiting
+        assert proc.stdout is not None and proc.stderr is not None  # both are PIPEs
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     go_file.touch()
     outputs = [p.communicate(timeout=120) for p in procs]
@@ -168,6 +169,7 @@ def test_race__ack_vs_reclaim_at_the_deadline(thread_clocks):
         else:
             assert isinstance(acked, err.LeaseLost)
             assert reclaimed == 1
+            assert row is not None
             assert row.state == "ready"
             services.message_cancel(collection=queue, id=message_id)
 

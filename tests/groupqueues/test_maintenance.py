@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterable
 
 import pytest
 
@@ -12,14 +13,14 @@ from groupqueues.maintenance import maintenance_pass
 from groupqueues.models import Message, MessageState
 from queueproject import clock
 from tests.factories import GroupFactory
-from tests.groupqueues.workers import run_command, start_command, wait_for
+from tests.groupqueues.workers import Started, run_command, start_command, wait_for
 
 TTL = 2.0
 
 
-def acting_owners(loops) -> dict[str, int]:
+def acting_owners(loops: Iterable[Started]) -> dict[str, int]:
     """owner → number of passes it printed."""
-    counts = {}
+    counts: dict[str, int] = {}
     for loop in loops:
         for line in loop.read()[0].splitlines():
             owner, _, rest = line.partition(": ")

@@ -10,6 +10,7 @@ requests reach the views instead of stopping at a 404.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from django.core.signals import request_finished, request_started
@@ -21,13 +22,14 @@ from principals.models import Role
 from tests.factories import make_token, member
 
 schemathesis = pytest.importorskip("schemathesis")
+from schemathesis import BaseSchema, Case  # noqa: E402
 from schemathesis.config import SchemathesisConfig  # noqa: E402
 
 GROUP_QUEUE_PATHS = r"^/api/(groups/\{g\}/queues/|apps/\{app\}/queues/)"
 MAX_EXAMPLES = 25
 
 
-def load_schema(tree, role: Role):
+def load_schema(tree: dict[str, Any], role: Role) -> BaseSchema:
     """The API schema, authenticated as a new user with ``role`` on ``child``,
     its paths pinned to the fixture's objects."""
     queue = services.collection_create(group=tree["child"], name="jobs")
@@ -98,11 +100,14 @@ def _node_id_for_schemathesis(request):
         request.node._nodeid = request.node.nodeid
 
 
-def short_waits(case) -> None:
+def short_waits(case: Case) -> None:
     """A long-poll claim may wait 20 s; a fuzzer needs no more than a taste."""
-    wait = case.body.get("wait_seconds") if isinstance(case.body, dict) else None
+    body = case.body
+    if not isinstance(body, dict):
+        return
+    wait = body.get("wait_seconds")
     if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 20:
-        case.body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
+        body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
 
 
 editor = schemathesis.pytest.from_fixture("editor_schema")

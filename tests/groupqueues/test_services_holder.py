@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -294,7 +295,11 @@ def test_cancel__then_every_token_operation_is_lease_lost(queue, action):
     enqueue(queue)
     held = claim_one(queue)
     assert services.message_cancel(collection=queue, id=held.id) is True
-    extra = {"nack": {}, "fail": {"error": "x"}, "extend": {"visibility_timeout": 5}}
+    extra: dict[str, dict[str, Any]] = {
+        "nack": {},
+        "fail": {"error": "x"},
+        "extend": {"visibility_timeout": 5},
+    }
     with pytest.raises(err.LeaseLost):
         getattr(services, f"message_{action}")(
             collection=queue, id=held.id, claim_token=held.claim_token, **extra.get(action, {})

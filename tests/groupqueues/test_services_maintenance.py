@@ -45,7 +45,9 @@ def test_sweep_expired__kills_expired_and_prunes_old_dead(group, frozen):
     services.message_release(collection=queue, id=held[0].id, claim_token=held[0].claim_token)
     clock.advance(5)
     assert services.messages_sweep_expired(collection=queue) == services.SweepResult(2, 0)
-    assert state_of(ready)[1] == state_of(held_id)[1] == "expired"
+    ready_state, held_state = state_of(ready), state_of(held_id)
+    assert ready_state is not None and held_state is not None
+    assert ready_state[1] == held_state[1] == "expired"
     clock.advance(100)
     assert services.messages_sweep_expired() == services.SweepResult(0, 2)
     assert services.collection_stats(collection=queue).dead == 0
@@ -67,6 +69,7 @@ def test_redrive__dead_to_ready_resets_attempts_keeps_error(queue):
             collection=queue, id=message.id, claim_token=message.claim_token, error="why"
         )
     first = Message.objects.order_by("seq").first()
+    assert first is not None
     assert services.messages_redrive(collection=queue, ids=[first.id]) == 1
     row = services.message_get(collection=queue, id=first.id)
     assert (row.state, row.attempt, row.last_error, row.dead_reason) == ("ready", 0, "why", None)

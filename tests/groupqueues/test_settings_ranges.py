@@ -4,8 +4,12 @@ each agree with it at both ends of every range."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from django import forms
 from django.db import DataError, IntegrityError, transaction
+from django.db.models import CheckConstraint
 
 from groupqueues import exceptions as err
 from groupqueues import services
@@ -30,10 +34,10 @@ def _outside(name: str) -> tuple[float, float]:
     return r.low - step, r.high + step
 
 
-def _valid_settings(name: str, value: float) -> dict[str, float]:
+def _valid_settings(name: str, value: float) -> dict[str, Any]:
     """Settings holding ``value`` for ``name`` that break no other rule (the
-    backoff's cap at least its base)."""
-    settings = {name: value}
+    backoff's cap at least its base), as keyword arguments of any setting's type."""
+    settings: dict[str, Any] = {name: value}
     if name == "retry_backoff_base":
         settings["retry_backoff_max"] = max(value, SETTING_RANGES["retry_backoff_max"].low)
     if name == "retry_backoff_max":
@@ -50,7 +54,9 @@ def test_ranges__cover_every_collection_setting():
 @pytest.mark.parametrize("name", NAMES)
 def test_constraint__is_the_tables_range(name):
     constraints = {c.name: c for c in Collection._meta.constraints}
-    assert constraints[range_constraint_name(name)].condition == range_condition(name)
+    constraint = constraints[range_constraint_name(name)]
+    assert isinstance(constraint, CheckConstraint)
+    assert constraint.condition == range_condition(name)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -89,6 +95,7 @@ def test_serializer__accepts_the_ends_and_refuses_past_them(name):
 def test_admin_form__fields_carry_the_tables_range(name):
     r = SETTING_RANGES[name]
     field = CollectionForm.base_fields[name]
+    assert isinstance(field, forms.IntegerField)  # FloatField is one too
     assert (field.min_value, field.max_value, field.required) == (r.low, r.high, not r.nullable)
     for value in (r.low, r.high):
         field.clean(value)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django_tasks import TaskResultStatus, task_backends
@@ -32,6 +32,7 @@ def test_enqueue__stores_a_ready_result_and_a_message(tasks_group):
     assert result.status == TaskResultStatus.READY
     run = TaskRun.objects.get(pk=result.id)
     assert (run.task_path, run.args, run.priority) == ("tests.groupqueues.tasks.add", [2, 3], 7)
+    assert run.message_id is not None
     message = Message.objects.get(id=run.message_id)
     assert message.payload == {"task_run": result.id}
     assert message.priority == 7
@@ -107,7 +108,11 @@ def test_priority__higher_runs_first(tasks_group):
     low = [tasks.add.using(priority=-5).enqueue(i, 0) for i in range(3)]
     high = [tasks.add.using(priority=50).enqueue(i, 1) for i in range(3)]
     drain()
-    started = {r.id: TaskRun.objects.get(pk=r.id).started_at for r in low + high}
+    started: dict[str, datetime] = {}
+    for r in low + high:
+        started_at = TaskRun.objects.get(pk=r.id).started_at
+        assert started_at is not None, r.id
+        started[r.id] = started_at
     assert max(started[r.id] for r in high) <= min(started[r.id] for r in low)
 
 
@@ -116,7 +121,9 @@ def test_run_after__not_run_before_its_time(tasks_group):
     later = clock.now() + timedelta(hours=1)
     result = tasks.add.using(run_after=later).enqueue(1, 2)
     soon = tasks.add.enqueue(3, 4)
-    message = Message.objects.get(id=TaskRun.objects.get(pk=result.id).message_id)
+    message_id = TaskRun.objects.get(pk=result.id).message_id
+    assert message_id is not None
+    message = Message.objects.get(id=message_id)
     assert message.deliver_after == later
     drain()
     assert tasks.add.get_result(result.id).status == TaskResultStatus.READY

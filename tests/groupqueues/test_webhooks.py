@@ -24,7 +24,8 @@ class Endpoint:
     recording what it received."""
 
     def __init__(self, status: int = 200, delay: float = 0.0):
-        self.status, self.delay, self.received = status, delay, []
+        self.status, self.delay = status, delay
+        self.received: list[tuple[dict[str, str], bytes]] = []  # (headers, body) per request
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -113,6 +114,7 @@ def test_webhook__500_is_retried_then_dead_exhausted(setup, endpoint_factory):
     assert done.returncode == 0, done.stderr
     message = Message.objects.get()
     assert (message.state, message.dead_reason, message.attempt) == ("dead", "exhausted", 2)
+    assert message.last_error is not None
     assert "HTTP 500: boom" in message.last_error
     assert len(server.received) == 2
 
@@ -127,6 +129,7 @@ def test_webhook__timeout_is_retried_then_dead_exhausted(setup, endpoint_factory
     assert done.returncode == 0, done.stderr
     message = Message.objects.get()
     assert (message.state, message.dead_reason) == ("dead", "exhausted")
+    assert message.last_error is not None
     assert "timed out" in message.last_error
 
 
@@ -139,4 +142,5 @@ def test_webhook__connection_refused_is_a_nack(setup):
     assert done.returncode == 0, done.stderr
     message = Message.objects.get()
     assert message.dead_reason == "exhausted"
+    assert message.last_error is not None
     assert "not sent: ConnectError" in message.last_error

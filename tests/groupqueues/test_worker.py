@@ -130,6 +130,7 @@ def test_worker__handler_exception_nacks_then_dead_exhausted(queue):
     assert done.returncode == 0, done.stderr
     message = Message.objects.get()
     assert (message.state, message.dead_reason, message.attempt) == ("dead", "exhausted", 3)
+    assert message.last_error is not None
     assert "HandlerFailed" in message.last_error
     assert [x["outcome"] for x in outcome_lines(done.stderr)] == ["retried", "retried", "dead"]
 

@@ -5,13 +5,14 @@ lapses (SPEC §2)."""
 from __future__ import annotations
 
 import signal
+import uuid
 
 import pytest
 
 from groupqueues import services
 from groupqueues.models import Message, MessageState
 from tests.factories import GroupFactory
-from tests.groupqueues.workers import outcome_lines, start_command, wait_for
+from tests.groupqueues.workers import Started, outcome_lines, start_command, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -19,7 +20,7 @@ TOTAL = 2000
 POISON_EVERY = 200  # 10 poison messages
 
 
-def worker(worker_id: str):
+def worker(worker_id: str) -> Started:
     return start_command(
         "queue_worker", "--queue", "crash/work", "--handler", "poison", "--concurrency", "2",
         "--batch", "20", "--worker-id", worker_id, "--no-maintenance",
@@ -27,7 +28,7 @@ def worker(worker_id: str):
     )  # fmt: skip
 
 
-def kill_mid_run(victim) -> set:
+def kill_mid_run(victim: Started) -> set[uuid.UUID]:
     """SIGKILL the victim while it holds claims; returns the ids it held."""
     wait_for(lambda: Message.objects.filter(claimed_by="victim").count() >= 20, every=0.01)
     victim.send_signal(signal.SIGKILL)

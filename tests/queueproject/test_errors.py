@@ -7,7 +7,7 @@ from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from principals.models import Role
-from tests.conftest import bearer
+from tests.conftest import ApiResponse, bearer
 from tests.factories import make_token, member
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.queueproject.urls_echo")]
@@ -25,8 +25,9 @@ def assert_error(response, status, code):
     return body["error"]
 
 
-def post_raw(body: bytes, content_type="application/json"):
-    return APIClient().generic("POST", ECHO, body, content_type=content_type)
+def post_raw(body: bytes, content_type: str = "application/json") -> ApiResponse:
+    # Django's generic() sends bytes as they are; the DRF stubs type ``data`` as str only.
+    return APIClient().generic("POST", ECHO, body, content_type=content_type)  # type: ignore[arg-type]
 
 
 def test_echo_accepts_valid_json():

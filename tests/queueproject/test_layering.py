@@ -67,6 +67,7 @@ def imported_tops(path: Path, tree: ast.AST) -> list[tuple[int, str]]:
             base = package[: len(package) - node.level + 1]
             found.append((node.lineno, base[0] if base else "<beyond the repository>"))
         elif isinstance(node, ast.ImportFrom):
+            assert node.module is not None  # only a relative import may omit it
             found.append((node.lineno, node.module.split(".")[0]))
     return found
 

@@ -103,7 +103,7 @@ def test_lease_try__concurrent_takers_have_exactly_one_winner():
     for round_ in range(20):
         name = f"race-{round_}"
         barrier = threading.Barrier(6)
-        winners = []
+        winners: list[str] = []
 
         def take(owner, name=name, barrier=barrier, winners=winners):
             try:

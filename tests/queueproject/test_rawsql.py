@@ -6,7 +6,9 @@ import threading
 
 import pytest
 from django.db import connection
+from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
+from rest_framework.request import Request
 
 from principals import sql as principals_sql
 from principals.throttling import PrincipalRateThrottle
@@ -97,10 +99,12 @@ def test_prepared_statements__off_sends_plain_statements(settings, rf):
         assert rawsql.fetch_all("SELECT name FROM pg_prepared_statements") == []
 
 
-def throttle_and_request(rf, *, limit: int) -> tuple[PrincipalRateThrottle, object]:
+def throttle_and_request(
+    rf: RequestFactory, *, limit: int
+) -> tuple[PrincipalRateThrottle, Request]:
     throttle = PrincipalRateThrottle()
     throttle.num_requests, throttle.duration = limit, 3600
-    request = rf.get("/")
+    request = Request(rf.get("/"))  # what a DRF view hands its throttles
     request.auth = type("Token", (), {"pk": 7})()
     return throttle, request
 

@@ -1,10 +1,12 @@
+from collections.abc import Callable
+
 import pytest
 
 from queueproject.registry import Registry, UnknownName
 
 
 def test_registry__register_get_and_names():
-    reg = Registry("handler", "no_such_module_anywhere")
+    reg: Registry[Callable[..., object]] = Registry("handler", "no_such_module_anywhere")
 
     @reg.register()
     def alpha(x):
@@ -22,7 +24,7 @@ def test_registry__register_get_and_names():
 
 
 def test_registry__a_name_cannot_be_taken_twice():
-    reg = Registry("handler", "no_such_module_anywhere")
+    reg: Registry[Callable[..., object]] = Registry("handler", "no_such_module_anywhere")
     reg.register("x")(lambda: 1)
     with pytest.raises(ValueError, match="already registered"):
         reg.register("x")(lambda: 2)

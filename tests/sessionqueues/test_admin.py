@@ -3,8 +3,11 @@ capability-checked and logged."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import User
 from django.test import Client
 
 from principals.models import Role
@@ -16,7 +19,7 @@ from tests.sessionqueues.conftest import contents, entry
 pytestmark = pytest.mark.django_db
 
 
-def staff(user) -> Client:
+def staff(user: User) -> Client:
     user.is_staff = True
     user.save()
     client = Client()
@@ -45,7 +48,7 @@ def session(task):
     return created
 
 
-def act(client, model: str, action: str, ids) -> None:
+def act(client: Client, model: str, action: str, ids: Iterable[object]) -> None:
     response = client.post(
         f"/admin/sessionqueues/{model}/",
         {"action": action, "_selected_action": [str(i) for i in ids], "index": 0},

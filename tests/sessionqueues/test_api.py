@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -11,7 +12,7 @@ from rest_framework.test import APIClient
 from principals.models import Role
 from sessionqueues import services
 from sessionqueues.models import QueuedMessage, Session
-from tests.conftest import bearer
+from tests.conftest import ApiResponse, bearer
 from tests.factories import make_token, member
 from tests.sessionqueues.conftest import contents, entry
 
@@ -42,15 +43,17 @@ def session(task):
     )
 
 
-def q(session) -> str:
+def q(session: Session) -> str:
     return f"/api/sessions/{session.pk}/queue/"
 
 
-def post_message(client, session, content="hello", **body):
+def post_message(
+    client: APIClient, session: Session, content: str = "hello", **body: Any
+) -> ApiResponse:
     return client.post(f"{q(session)}messages/", {"content": content, **body}, format="json")
 
 
-def code(response) -> str:
+def code(response: ApiResponse) -> str:
     return response.json()["error"]["code"]
 
 
@@ -215,7 +218,7 @@ def test_entry_create__both_sender_forms_are_the_same_sender_for_merging(agent, 
 
 def test_entry_create__a_bad_top_level_sender_task_is_400(tree, agent, client, session, task):
     other_app_task = services.task_create(app=tree["app_sibling"], title="elsewhere")
-    bodies = [
+    bodies: list[dict[str, Any]] = [
         {"queued_by": "agent", "sender_task_id": "not-a-uuid"},
         {"queued_by": "agent", "sender_task_id": str(uuid.uuid4())},
         {"queued_by": "agent", "sender_task_id": str(other_app_task.pk)},
@@ -303,7 +306,8 @@ def test_reorder__and_queue_changed(client, session):
 
 def test_send_now__claim_restore_acknowledge(client, session):
     a = post_message(client, session, "a").json()
-    c = post_message(client, session, "b") and post_message(client, session, "c").json()
+    post_message(client, session, "b")
+    c = post_message(client, session, "c").json()
     body = {"entries": [{"id": c["id"], "content": "c"}, {"id": a["id"], "content": "a"}]}
     claimed = client.post(f"{q(session)}send-now/", body, format="json")
     assert claimed.status_code == 200

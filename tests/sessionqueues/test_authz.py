@@ -87,6 +87,7 @@ def build(tree: dict[str, Any], label: str) -> Ctx:
     other = services.session_create(task=task)
     first_in = services.entry_insert(session_id=session.pk, entry=entry("r", label)).entry
     reserved, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert reserved is not None
     assert reserved.pk == first_in.pk
     first = services.entry_insert(session_id=session.pk, entry=entry("a", label)).entry
     second = services.entry_insert(session_id=session.pk, entry=entry("b", label)).entry

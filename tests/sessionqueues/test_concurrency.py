@@ -12,8 +12,8 @@ from django.db import connection
 
 from sessionqueues import exceptions as err
 from sessionqueues import services
-from sessionqueues.models import QueuedMessage
-from sessionqueues.services import NewEntry
+from sessionqueues.models import QueuedMessage, Session
+from sessionqueues.services import Admission, NewEntry
 from tests.factories import AppFactory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -42,13 +42,13 @@ def run_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
 
 
 @pytest.fixture
-def session():
+def session() -> Session:
     task = services.task_create(app=AppFactory())
     created = services.session_create(task=task)
     return services.session_set_auto_merge(session_id=created.pk, enabled=False)
 
 
-def insert(session, text: str, **kwargs: Any):
+def insert(session: Session, text: str, **kwargs: Any) -> Admission:
     return services.entry_insert(
         session_id=session.pk, entry=NewEntry(content=text, queued_by="user:1"), **kwargs
     )

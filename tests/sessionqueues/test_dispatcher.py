@@ -137,7 +137,9 @@ class Hook:
     """A local HTTP server that verifies signatures and answers a fixed status."""
 
     def __init__(self, status: int = 200) -> None:
-        self.status, self.received, self.valid = status, [], []
+        self.status = status
+        self.received: list[Any] = []  # the decoded JSON bodies
+        self.valid: list[bool] = []  # whether each body's signature verified
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -244,13 +246,15 @@ def test_session_dispatch__stops_cleanly_on_sigterm(ready_session):
         stderr=subprocess.PIPE,
         text=True,
     )
+    stdout, stderr = process.stdout, process.stderr
+    assert stdout is not None and stderr is not None  # both are PIPEs
     try:
         # Signal only once it is running (signal handlers installed): a loaded
         # machine may take longer than any fixed sleep to import Django.
         started, lines = threading.Event(), []
 
         def read_stderr() -> None:
-            for line in process.stderr:
+            for line in stderr:
                 lines.append(line)
                 if "dispatching" in line:
                     started.set()
@@ -261,7 +265,7 @@ def test_session_dispatch__stops_cleanly_on_sigterm(ready_session):
         time.sleep(0.5)  # go idle
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=20)
-        out = process.stdout.read()
+        out = stdout.read()
         reader.join(5)
         err = "".join(lines)
     finally:

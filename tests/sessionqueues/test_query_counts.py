@@ -46,5 +46,6 @@ def test_reserve__locks_and_reserves_the_head_in_one_statement(session, django_a
 def test_acknowledge__locks_and_deletes_in_one_statement(session, django_assert_num_queries):
     put(session, "a")
     row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert row is not None
     with django_assert_num_queries(TRANSACTION + 2):  # lock row; DELETE … RETURNING
         services.reservation_acknowledge(session_id=session.pk, reservation_id=row.reservation_id)

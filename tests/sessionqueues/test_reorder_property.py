@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sessionqueues import exceptions as err
 from sessionqueues import services
-from sessionqueues.models import QueuedMessage
+from sessionqueues.models import QueuedMessage, Session
 from tests.sessionqueues.conftest import put
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 STRANGER = uuid.UUID(int=7)
 
 
-def order(session) -> list[uuid.UUID]:
+def order(session: Session) -> list[uuid.UUID]:
     return list(
         QueuedMessage.objects.filter(session=session)
         .order_by("position")

@@ -10,14 +10,14 @@ from django.test import override_settings
 from queueproject import clock
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
-from sessionqueues.models import PendingMove, QueuedMessage, SendNowClaim, Task
+from sessionqueues.models import PendingMove, QueuedMessage, SendNowClaim, Session, Task
 from sessionqueues.services import SendNowExpectation, SessionIdentity
 from tests.sessionqueues.conftest import contents, entry, put
 
 pytestmark = pytest.mark.django_db
 
 
-def positions(session) -> list[int]:
+def positions(session: Session) -> list[int]:
     return list(
         QueuedMessage.objects.filter(session=session)
         .order_by("position")
@@ -33,7 +33,9 @@ def test_insert__is_fifo(session):
         put(session, text)
     assert contents(session) == ["a", "b", "c"]
     assert positions(session) == [1, 2, 3]
-    assert services.entry_take_head(session_id=session.pk).content == "a"
+    head = services.entry_take_head(session_id=session.pk)
+    assert head is not None
+    assert head.content == "a"
     assert contents(session) == ["b", "c"]
 
 
@@ -119,6 +121,7 @@ def test_lifecycle__accepted_at_the_current_generation(session, task):
         session_id=session.pk, entry=entry("ci failed", "server", coalesce_key="ci"), generation=0
     )
     assert result.accepted
+    assert result.admission is not None
     assert result.admission.entry.durable
 
 
@@ -150,6 +153,7 @@ def test_restore__returns_a_taken_entry_to_its_position_over_the_cap(session):
     for text in ["a", "b", "c"]:
         services.entry_insert(session_id=session.pk, entry=entry(text), max_per_session=3)
     taken = services.entry_take_head(session_id=session.pk)
+    assert taken is not None
     services.entry_insert(session_id=session.pk, entry=entry("d"), max_per_session=3)
     restored = services.entry_restore(session_id=session.pk, entry=taken)
     assert restored.pk == taken.pk
@@ -175,6 +179,7 @@ def test_requeue__stays_at_the_head_through_10_supersede_cycles(session):
     for cycle in range(10):
         services.entry_insert(session_id=session.pk, entry=entry(f"new-{cycle}"), max_per_session=0)
         taken = services.entry_take_head(session_id=session.pk)
+        assert taken is not None
         assert taken.content == "retry"
         services.entry_requeue(session_id=session.pk, entry=entry("retry"))
         assert contents(session)[0] == "retry"
@@ -203,8 +208,10 @@ def test_reserve_head__durable_entries_stay_reserved_until_acknowledged(session)
         session_id=session.pk, entry=entry("durable", "server", coalesce_key="k", durable=True)
     )
     plain = services.reservation_reserve_head(session_id=session.pk)
+    assert plain is not None
     assert plain.content == "plain" and not QueuedMessage.objects.filter(pk=plain.pk).exists()
     durable = services.reservation_reserve_head(session_id=session.pk)
+    assert durable is not None
     assert durable.reserved and QueuedMessage.objects.filter(pk=durable.pk).exists()
     assert contents(session) == []
     services.reservation_acknowledge(session_id=session.pk, reservation_id=durable.reservation_id)
@@ -223,6 +230,7 @@ def test_reserve_for_delivery__keeps_the_entry_bound_to_the_incarnation(session)
     put(session, "a")
     put(session, "b")
     row, auto_run = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert row is not None
     assert auto_run and row.content == "a"
     assert row.reservation_owner == session.incarnation_id
     assert contents(session) == ["b"]
@@ -240,6 +248,7 @@ def test_queue_status__generations_are_the_task_and_session_generations(session)
 def test_acknowledge__another_reservation_is_reservation_changed(session):
     put(session, "a")
     row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert row is not None
     with pytest.raises(err.ReservationChanged):
         services.reservation_acknowledge(session_id=session.pk, reservation_id=uuid.uuid4())
     services.reservation_acknowledge(session_id=session.pk, reservation_id=row.reservation_id)
@@ -251,6 +260,7 @@ def test_release__puts_the_entry_back_at_its_position(session):
     put(session, "a")
     put(session, "b")
     row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert row is not None
     put(session, "c")
     released, back = services.reservation_release(
         session_id=session.pk, reservation_id=row.reservation_id
@@ -262,6 +272,7 @@ def test_release__puts_the_entry_back_at_its_position(session):
 def test_release__after_delivery_attempted_drops_the_entry(session):
     put(session, "a")
     row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert row is not None
     services.reservation_mark_attempted(session_id=session.pk, reservation_ids=[row.reservation_id])
     _, back = services.reservation_release(session_id=session.pk, reservation_id=row.reservation_id)
     assert not back
@@ -271,6 +282,7 @@ def test_release__after_delivery_attempted_drops_the_entry(session):
 def test_reserved_entries_are_invisible_to_edits_and_deletes(session):
     put(session, "a")
     row, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert row is not None
     with pytest.raises(err.SessionQueueNotFound):
         services.entry_edit(session_id=session.pk, entry_id=row.pk, queued_by="user:1", content="x")
     with pytest.raises(err.SessionQueueNotFound):
@@ -474,6 +486,7 @@ def test_reorder__reserved_entries_keep_their_slots(session):
 def test_reorder__drift_is_queue_changed_and_changes_nothing(session, other_session, drift):
     rows = [put(session, t) for t in "abcd"]
     reserved, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert reserved is not None
     visible = [r.pk for r in rows[1:]][::-1]
     submitted = {
         "missing": visible[:-1],
@@ -635,7 +648,9 @@ def test_replace_session__keeps_ids_positions_and_owners(session):
     assert [(r.pk, r.position, r.queued_by) for r in restored] == [
         (r.pk, r.position, r.queued_by) for r in rows
     ]
-    assert selectors.pending_move_get(session=session).move_id == "m"
+    move = selectors.pending_move_get(session=session)
+    assert move is not None
+    assert move.move_id == "m"
 
 
 # --- pending moves ----------------------------------------------------------
@@ -644,8 +659,12 @@ def test_replace_session__keeps_ids_positions_and_owners(session):
 def test_pending_move__set_get_take(session):
     services.pending_move_set(session_id=session.pk, move={"move_id": "m1", "actor": "user:1"})
     services.pending_move_set(session_id=session.pk, move={"move_id": "m2"})
-    assert selectors.pending_move_get(session=session).move_id == "m2"
-    assert services.pending_move_take(session_id=session.pk).move_id == "m2"
+    move = selectors.pending_move_get(session=session)
+    assert move is not None
+    assert move.move_id == "m2"
+    taken = services.pending_move_take(session_id=session.pk)
+    assert taken is not None
+    assert taken.move_id == "m2"
     assert services.pending_move_take(session_id=session.pk) is None
 
 
