@@ -4,24 +4,10 @@ know is a 400 naming it (SPEC §8)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import serializers
 
-from groupqueues.serializers import StrictCharField, StrictFloatField
+from queueproject.serializers import StrictCharField, StrictFloatField, StrictSerializer
 from store.locks import OWNER_MAX, TTL_MAX, TTL_MIN
-
-
-class ClosedSerializer(serializers.Serializer):
-    """Refuses any body field it does not declare, each named in ``details``."""
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({k: ["Unknown field."] for k in unknown})
-        validated: dict[str, Any] = super().to_internal_value(data)
-        return validated
 
 
 def owner_field() -> StrictCharField:
@@ -31,11 +17,11 @@ def owner_field() -> StrictCharField:
     )  # fmt: skip
 
 
-class LockOwnerSerializer(ClosedSerializer):
+class LockOwnerSerializer(StrictSerializer):
     owner = owner_field()
 
 
-class LockTakeSerializer(ClosedSerializer):
+class LockTakeSerializer(StrictSerializer):
     """PUT (acquire) and POST renew/."""
 
     owner = owner_field()
