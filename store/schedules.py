@@ -26,7 +26,7 @@ from django.db import IntegrityError, transaction
 
 from groupqueues import services as queues
 from groupqueues import validation as check
-from groupqueues.exceptions import GroupQueueError
+from groupqueues.exceptions import CollectionNotFound, GroupQueueError
 from groupqueues.models import COLLECTION_NAME_VALIDATOR
 from groupqueues.services.types import EnqueueResult
 from principals.models import Group
@@ -38,8 +38,9 @@ from store.schedule_expressions import Expression, expression_parse
 
 logger = logging.getLogger("store.schedules")
 
-# Fields a caller may set (the API's body, QUEUE_SCHEDULES entries, the command).
-FIELDS = ("collection", "schedule", "timezone", "payload", "priority", "max_attempts",
+# Fields a caller may set (the API's body, QUEUE_SCHEDULES entries, the command;
+# ``expression`` is what they call ``schedule``).
+FIELDS = ("collection", "expression", "timezone", "payload", "priority", "max_attempts",
           "expires_in_seconds", "catch_up", "paused")  # fmt: skip
 FIRE_BATCH = 100  # schedules fired per tick at most; the rest come next tick
 
@@ -77,14 +78,15 @@ def schedule_create(
     *, group: Group, name: str, declared_in_code: bool = False, **fields: Any
 ) -> Schedule:
     """Create the schedule ``name`` (``fields`` as FIELDS; ``collection`` and
-    ``schedule`` required). Its first boundary is the first after now.
-    Raises InvalidSchedule / InvalidQueueInput (400, with the field),
-    CollectionNotFound when no queue of that name is in the group's chain,
+    ``expression`` required). Its first boundary is the first after now.
+    Raises InvalidSchedule / InvalidQueueInput (400, with the field; also
+    ``collection`` when no queue of that name is in the group's chain),
     ScheduleExists (409)."""
     _check_name(name)
-    for required in ("collection", "schedule"):
+    for required in ("collection", "expression"):
         if fields.get(required) is None:
-            raise InvalidSchedule.field(required, "This field is required.")
+            field = "schedule" if required == "expression" else required  # the API's name
+            raise InvalidSchedule.field(field, "This field is required.")
     schedule = Schedule(group=group, name=name, declared_in_code=declared_in_code)
     _assign(schedule, fields)
     schedule.next_at = schedule_expression(schedule).next_after(clock.now())
@@ -238,9 +240,12 @@ def _assign(schedule: Schedule, fields: dict[str, Any]) -> None:
     if unknown:
         raise InvalidSchedule.field(sorted(unknown)[0], "Unknown field.")
     for name, value in fields.items():
-        setattr(schedule, "expression" if name == "schedule" else name, _checked(name, value))
+        setattr(schedule, name, _checked(name, value))
     schedule_expression(schedule)  # the pair (expression, time zone) parses
-    queues.collection_resolve_from(group=schedule.group, name=schedule.collection)
+    try:
+        queues.collection_resolve_from(group=schedule.group, name=schedule.collection)
+    except CollectionNotFound as exc:
+        raise InvalidSchedule.field("collection", exc.message) from None
 
 
 def _checked(name: str, value: Any) -> Any:
@@ -248,9 +253,10 @@ def _checked(name: str, value: Any) -> Any:
     if name == "collection":
         if not isinstance(value, str) or not re.match(COLLECTION_NAME_VALIDATOR.regex, value):
             raise InvalidSchedule.field(name, str(COLLECTION_NAME_VALIDATOR.message))
-    elif name in ("schedule", "timezone"):
+    elif name in ("expression", "timezone"):
         if not isinstance(value, str) or not 1 <= len(value) <= 200:
-            raise InvalidSchedule.field(name, "Must be a string of 1 to 200 characters.")
+            field = "schedule" if name == "expression" else name  # the API's name
+            raise InvalidSchedule.field(field, "Must be a string of 1 to 200 characters.")
         value = " ".join(value.split())
     elif name == "payload":
         check.payload_json(value, max_depth=product_settings().json_max_depth)

@@ -63,7 +63,7 @@ def run_exactly_once(*, processes: int, n_schedules: int, seconds: float, kill_e
     queues.collection_create(group=group, name="ticks")
     made = [
         schedules.schedule_create(group=group, name=f"s{i}", collection="ticks",
-                                  schedule="@every 1s", catch_up=1000, payload={"i": i})
+                                  expression="@every 1s", catch_up=1000, payload={"i": i})
         for i in range(n_schedules)
     ]  # fmt: skip
     tickers, serial = _tickers(processes), processes
