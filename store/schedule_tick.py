@@ -16,6 +16,7 @@ from django.db import DatabaseError, connections
 
 from queueproject.leases import Leadership
 from queueproject.runner import FAILED, Runner, call_resilient
+from store.schedule_declared import schedules_sync_declared
 from store.schedules import schedules_fire_due
 
 logger = logging.getLogger("store.scheduler")
@@ -26,7 +27,7 @@ DEFAULT_INTERVAL = 0.25  # seconds
 # A killed leader's successor takes over after this; the boundaries missed
 # meanwhile fire late (within the schedule's catch-up bound), never twice.
 DEFAULT_LEASE_TTL = 5.0  # seconds
-RESIGN_ATTEMPTS = 3
+RESIGN_ATTEMPTS = 3  # also the tries of the declared schedules' sync at start
 
 
 class Scheduler(Runner):
@@ -48,6 +49,14 @@ class Scheduler(Runner):
         self.once = once
         self.on_tick = on_tick
         self.fired = 0
+
+    def run(self) -> None:
+        """Sync the schedules declared in code (QUEUE_SCHEDULES), then loop."""
+        synced = call_resilient(schedules_sync_declared, label="declared schedules",
+                                attempts=RESIGN_ATTEMPTS)  # fmt: skip
+        if synced is FAILED:
+            logger.warning("could not sync QUEUE_SCHEDULES; firing the stored schedules")
+        super().run()
 
     def tick(self) -> bool:
         if self.leadership.ensure():

@@ -105,9 +105,13 @@ def schedule_update(*, schedule: Schedule, **fields: Any) -> Schedule:
     timing = (schedule.expression, schedule.timezone)
     was_paused = schedule.paused
     _assign(schedule, fields)
+    changed = {*fields, "declared_in_code", "updated_at"}
     if (schedule.expression, schedule.timezone) != timing or (was_paused and not schedule.paused):
         schedule.next_at = schedule_expression(schedule).next_after(clock.now())
-    schedule.save()
+        changed.add("next_at")
+    # Only these columns: the cursor a ticker moves meanwhile must not be
+    # written back with the value read here (a boundary would fire again).
+    schedule.save(update_fields=sorted(changed))
     return schedule
 
 
