@@ -25,7 +25,7 @@ from store.models import Schedule
 from store.schedule_tick import LEASE_NAME
 from tests.conftest import is_postgres
 from tests.factories import GroupFactory
-from tests.groupqueues.workers import run_command, start_command
+from tests.groupqueues.workers import run_command, start_command, wait_for
 
 TTL = 1.0
 
@@ -104,3 +104,27 @@ def test_schedule_tick__exactly_once_per_boundary_while_leaders_are_killed():
 @pytest.mark.django_db(transaction=True)
 def test_schedule_tick__exactly_once_30s_20_schedules():
     run_exactly_once(processes=4, n_schedules=20, seconds=30, kill_every=3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_queue_worker__ticks_schedules_within_a_second_and_resigns_at_exit():
+    group = GroupFactory(slug="wsched")
+    queues.collection_create(group=group, name="ticks")
+    queues.collection_create(group=group, name="idle")
+    schedules.schedule_create(group=group, name="s", collection="ticks", expression="@every 1s")
+    proc = start_command("queue_worker", "--queue", "wsched/idle", "--handler", "noop",
+                         "--worker-id", "ws-1")  # fmt: skip
+    try:
+        wait_for(lambda: Lease.objects.filter(name=LEASE_NAME, owner="ws-1").exists())
+        wait_for(lambda: Message.objects.filter(collection__name="ticks").count() >= 2)
+        lateness = [
+            (m.enqueued_at - datetime.fromisoformat(m.idempotency_key.split(":", 2)[2]))
+            for m in Message.objects.filter(collection__name="ticks")
+        ]
+        assert max(lateness) < timedelta(seconds=1), lateness
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert not Lease.objects.filter(name=LEASE_NAME).exists()  # resigned
