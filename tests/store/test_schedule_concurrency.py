@@ -78,6 +78,7 @@ def run_exactly_once(*, processes: int, n_schedules: int, seconds: float, kill_e
             ticker.send_signal(signal.SIGTERM)
         for ticker in tickers.values():
             ticker.communicate(timeout=30)
+    assert serial > processes  # a leader was killed (more when the processes start fast)
     time.sleep(TTL)  # a lease of a leader killed last expires
     run_command("schedule_tick", "--once", "--ttl", str(TTL))  # fires what the last kill left
     for schedule in made:
