@@ -45,14 +45,26 @@ def collection_resolve(*, app: App, name: str) -> Collection:
     """Resolve ``name`` for ``app``: walk its chain (its group, the parent, … the
     root) and take the nearest group declaring a ``queue`` collection of that
     name. Collections of other kinds are not queues. Raises CollectionNotFound."""
-    chain = app.group.ancestors()
+    try:
+        return collection_resolve_from(group=app.group, name=name)
+    except err.CollectionNotFound:
+        raise err.CollectionNotFound(
+            f"No queue {name!r} in the groups of app {app.slug!r}."
+        ) from None
+
+
+def collection_resolve_from(*, group: Group, name: str) -> Collection:
+    """Resolve ``name`` from ``group`` as an enqueue of an app of it would: the
+    nearest group of its chain (itself first, then its ancestors) declaring a
+    ``queue`` collection of that name. Raises CollectionNotFound."""
+    chain = group.ancestors()
     found = {c.group_id: c for c in Collection.objects.declared_in(chain, name)}
-    for group in chain:
-        if group.pk in found:
-            collection = found[group.pk]
-            collection.group = group
+    for member in chain:
+        if member.pk in found:
+            collection = found[member.pk]
+            collection.group = member
             return collection
-    raise err.CollectionNotFound(f"No queue {name!r} in the groups of app {app.slug!r}.")
+    raise err.CollectionNotFound(f"No queue {name!r} in the chain of group {group.slug!r}.")
 
 
 def message_get(*, collection: Collection, id: uuid.UUID | str) -> Message:

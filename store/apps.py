@@ -1,4 +1,7 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class StoreConfig(AppConfig):
@@ -9,3 +12,13 @@ class StoreConfig(AppConfig):
     name = "store"
     verbose_name = "Store primitives"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        post_migrate.connect(_sync_declared_schedules, sender=self)
+
+
+def _sync_declared_schedules(sender: Any, using: str = "default", **kwargs: Any) -> None:
+    """After ``migrate``: the QUEUE_SCHEDULES schedules exist and match."""
+    from store.schedule_declared import schedules_sync_declared
+
+    schedules_sync_declared()

@@ -69,6 +69,8 @@ class Worker(Runner):
         self._last_progress = 0.0
         self.timed_out = False
         self.maintenance: Any = None
+        self.scheduler: Any = None
+        self._leader_threads: list[threading.Thread] = []  # maintenance, scheduler
         self._lanes = lanes
 
     def run(self) -> None:
@@ -80,6 +82,7 @@ class Worker(Runner):
         self._start_thread(self.heartbeat.run, "gq-heartbeat")
         if self.options.maintenance:
             self._start_maintenance()
+            self._start_scheduler()
         super().run()
 
     # --- threads --------------------------------------------------------------
@@ -108,8 +111,16 @@ class Worker(Runner):
         from groupqueues.maintenance import Maintenance
 
         self.maintenance = Maintenance(owner=self.options.worker_id)
-        self._maintenance_thread = self._start_thread(
-            self.maintenance.run_in_thread, "gq-maintenance"
+        self._leader_threads.append(
+            self._start_thread(self.maintenance.run_in_thread, "gq-maintenance")
+        )
+
+    def _start_scheduler(self) -> None:
+        from store.schedule_tick import Scheduler  # late: the store app sits above the queues
+
+        self.scheduler = Scheduler(owner=self.options.worker_id)
+        self._leader_threads.append(
+            self._start_thread(self.scheduler.run_in_thread, "gq-scheduler")
         )
 
     def _reload(self) -> None:
@@ -140,7 +151,7 @@ class Worker(Runner):
 
     def on_stop(self) -> None:
         """Wait for the slots (they finish their handler, release the rest and
-        ack) within the grace period; then stop maintenance."""
+        ack) within the grace period; then stop maintenance and the scheduler."""
         deadline = time.monotonic() + self.options.grace
         for thread in [t for slots in self._slots.values() for t in slots]:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -149,9 +160,11 @@ class Worker(Runner):
         if self.timed_out:
             logger.warning("grace period of %.0fs over; handlers still running", self.options.grace)
         self.acker.finish(max(1.0, deadline - time.monotonic()))
-        if self.maintenance is not None:
-            self.maintenance.request_stop()
-            self._maintenance_thread.join(MAINTENANCE_RESIGN_WAIT)  # hand leadership over
+        leaders = [loop for loop in (self.maintenance, self.scheduler) if loop is not None]
+        for loop in leaders:
+            loop.request_stop()
+        for thread in self._leader_threads:
+            thread.join(MAINTENANCE_RESIGN_WAIT)  # hand leadership over
 
     # --- progress -------------------------------------------------------------------
     def summary(self) -> str:

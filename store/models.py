@@ -1,0 +1,64 @@
+"""Store primitives of SPEC §6 owned by groups. Schedules: a named cron or
+``@every`` expression of a group that enqueues one message per boundary into a
+queue collection (``store.schedules`` holds the writes, ``store.schedule_tick``
+the one-leader loop)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from groupqueues.models import COLLECTION_NAME_VALIDATOR
+from principals.models import Group
+
+CATCH_UP_MAX = 1000
+
+
+class ScheduleQuerySet(models.QuerySet["Schedule"]):
+    def due(self, now: object) -> ScheduleQuerySet:
+        """Active schedules whose next boundary has come (served by st_sched_due)."""
+        return self.filter(paused=False, next_at__lte=now)
+
+
+class Schedule(models.Model):
+    """A group's named schedule. ``next_at`` is the next boundary to fire and
+    ``last_fired_at`` the last one fired: the cursor, moved only by a
+    conditional update fenced on its old value, in the transaction that
+    enqueues the boundary's message (so each boundary fires exactly once).
+    ``collection`` is a name, resolved at each fire from the group's chain."""
+
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="schedules")
+    name = models.CharField(max_length=64, validators=[COLLECTION_NAME_VALIDATOR])
+    collection = models.CharField(max_length=64, validators=[COLLECTION_NAME_VALIDATOR])
+    expression = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    payload = models.JSONField(null=True, blank=True)
+    priority = models.IntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    expires_in_seconds = models.FloatField(null=True, blank=True)
+    catch_up = models.PositiveIntegerField(default=1)
+    paused = models.BooleanField(default=False)
+    declared_in_code = models.BooleanField(default=False)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    next_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ScheduleQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["group_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "name"], name="st_sched_unique_name"),
+            models.CheckConstraint(
+                condition=Q(catch_up__gte=1, catch_up__lte=CATCH_UP_MAX),
+                name="st_sched_catch_up_range",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["next_at"], name="st_sched_due", condition=Q(paused=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group.slug}/{self.name}"
