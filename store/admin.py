@@ -24,8 +24,8 @@ from store import (
     lock_admin,  # noqa: F401  (registers the read-only lock list)
     schedules,
 )
+from store.exceptions import ScheduleError
 from store.models import Schedule
-from store.schedule_exceptions import ScheduleError
 
 
 @admin.register(Schedule)

@@ -24,7 +24,7 @@ from groupqueues.models import COLLECTION_NAME_VALIDATOR
 from principals import services as principals
 from principals.models import Group
 from queueproject import clock, leases
-from store.lock_exceptions import InvalidLockInput, LockHeld, LockLost
+from store.exceptions import InvalidLockInput, LockHeld, LockLost
 
 OWNER_MAX = 128
 TTL_MIN, TTL_MAX = 1, 86400

@@ -22,8 +22,8 @@ from principals.exceptions import GroupNotFound
 from principals.services import group_get
 from queueproject.exceptions import DomainError
 from store import schedules
+from store.exceptions import ScheduleExists
 from store.models import Schedule
-from store.schedule_exceptions import ScheduleExists
 
 logger = logging.getLogger("store.schedules")
 

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterError, croniter  # type: ignore[import-untyped]
 
-from store.schedule_exceptions import InvalidSchedule
+from store.exceptions import InvalidSchedule
 
 ALIASES = frozenset({"@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@midnight",
                      "@annually"})  # fmt: skip

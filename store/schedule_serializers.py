@@ -16,6 +16,7 @@ from groupqueues.serializers import (
     StrictFloatField,
     StrictIntegerField,
 )
+from principals.models import Group
 from store.models import CATCH_UP_MAX, Schedule
 
 
@@ -71,7 +72,9 @@ class ScheduleCreateSerializer(ScheduleChangeSerializer):
 
 
 class ScheduleSerializer(serializers.ModelSerializer):
-    group = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    group: serializers.SlugRelatedField[Group] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     schedule = serializers.CharField(source="expression")
     upcoming = serializers.SerializerMethodField(help_text="The next 5 boundaries.")
 

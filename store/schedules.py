@@ -32,8 +32,8 @@ from groupqueues.services.types import EnqueueResult
 from principals.models import Group
 from queueproject import clock
 from queueproject.conf import product_settings
+from store.exceptions import InvalidSchedule, ScheduleExists, ScheduleNotFound
 from store.models import CATCH_UP_MAX, Schedule
-from store.schedule_exceptions import InvalidSchedule, ScheduleExists, ScheduleNotFound
 from store.schedule_expressions import Expression, expression_parse
 
 logger = logging.getLogger("store.schedules")

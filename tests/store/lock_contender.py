@@ -29,7 +29,7 @@ TTL = 1.0
 
 def hold(rng: random.Random, group: Any, owner: str) -> tuple[int, float, float] | None:
     """One attempt: (token, started, ended) when the lock was taken, else None."""
-    from store.lock_exceptions import LockHeld, LockLost
+    from store.exceptions import LockHeld, LockLost
     from store.locks import lock_acquire, lock_release, lock_renew
 
     try:

@@ -10,7 +10,7 @@ from queueproject import clock
 from queueproject.leases import lease_try
 from queueproject.models import Lease
 from store import locks
-from store.lock_exceptions import InvalidLockInput, LockHeld, LockLost
+from store.exceptions import InvalidLockInput, LockHeld, LockLost
 from store.locks import lock, lock_acquire, lock_get, lock_release, lock_renew
 from tests.conftest import ROOT
 from tests.factories import GroupFactory

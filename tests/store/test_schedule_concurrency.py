@@ -128,4 +128,4 @@ def test_queue_worker__ticks_schedules_within_a_second_and_resigns_at_exit():
     finally:
         proc.kill()
     assert proc.returncode == 0
-    assert not Lease.objects.filter(name=LEASE_NAME).exists()  # resigned
+    assert not Lease.objects.filter(name=LEASE_NAME, owner="ws-1").exists()  # resigned (freed)

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from store.schedule_exceptions import InvalidSchedule
+from store.exceptions import InvalidSchedule
 from store.schedule_expressions import expression_parse
 
 BERLIN = ZoneInfo("Europe/Berlin")

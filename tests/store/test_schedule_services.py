@@ -12,7 +12,7 @@ from groupqueues.exceptions import InvalidQueueInput
 from groupqueues.models import Message
 from queueproject import clock
 from store import schedules
-from store.schedule_exceptions import InvalidSchedule, ScheduleExists
+from store.exceptions import InvalidSchedule, ScheduleExists
 from tests.factories import GroupFactory
 
 T0 = datetime(2026, 6, 1, 12, 0, 0, 500000, tzinfo=UTC)
