@@ -198,7 +198,9 @@ def test_worker__sigterm_finishes_running_handlers_and_releases_the_rest(queue):
     finally:
         proc.kill()
     assert proc.returncode == 0, stderr
-    assert time.monotonic() - started < 5
+    # ~2 s of the running handlers plus the exit; running the rest too would
+    # take at least 2 + 3 + 3 s, so this still tells the two apart on a busy machine.
+    assert time.monotonic() - started < 7
     outcomes = sorted(x["outcome"] for x in outcome_lines(stderr))
     assert outcomes == ["acked"] * 2 + ["released"] * 4
     rest = list(Message.objects.values_list("state", "attempt"))
