@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.urls import URLResolver, get_resolver
@@ -31,7 +33,7 @@ def test_no_urls_module_uses_another_uuid_converter():
         assert "<uuid:" not in module.read_text(), module
 
 
-def _patterns(resolver: URLResolver, prefix: str = ""):
+def _patterns(resolver: URLResolver, prefix: str = "") -> Iterator[tuple[str, Any]]:
     for entry in resolver.url_patterns:
         if isinstance(entry, URLResolver):
             yield from _patterns(entry, prefix + str(entry.pattern))

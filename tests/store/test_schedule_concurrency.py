@@ -25,12 +25,12 @@ from store.models import Schedule
 from store.schedule_tick import LEASE_NAME
 from tests.conftest import is_postgres
 from tests.factories import GroupFactory
-from tests.groupqueues.workers import run_command, start_command, wait_for
+from tests.groupqueues.workers import Started, run_command, start_command, wait_for
 
 TTL = 1.0
 
 
-def _tickers(n: int, start: int = 0) -> dict[str, object]:
+def _tickers(n: int, start: int = 0) -> dict[str, Started]:
     return {
         f"t{i}": start_command("schedule_tick", "--interval", "0.2", "--ttl", str(TTL),
                                "--owner", f"t{i}")
@@ -38,7 +38,7 @@ def _tickers(n: int, start: int = 0) -> dict[str, object]:
     }  # fmt: skip
 
 
-def _kill_leader(tickers: dict, serial: int) -> int:
+def _kill_leader(tickers: dict[str, Started], serial: int) -> int:
     """SIGKILL the current leader and start a replacement; the next serial."""
     lease = Lease.objects.filter(name=LEASE_NAME).first()
     if lease is None or lease.owner not in tickers:
@@ -55,10 +55,12 @@ def _fired(schedule: Schedule) -> Counter[datetime]:
     keys = Message.objects.filter(idempotency_key__startswith=prefix).values_list(
         "idempotency_key", flat=True
     )
-    return Counter(datetime.fromisoformat(k.removeprefix(prefix)) for k in keys)
+    return Counter(datetime.fromisoformat(k.removeprefix(prefix)) for k in keys if k)
 
 
-def run_exactly_once(*, processes: int, n_schedules: int, seconds: float, kill_every: float):
+def run_exactly_once(
+    *, processes: int, n_schedules: int, seconds: float, kill_every: float
+) -> None:
     group = GroupFactory(slug="cron")
     queues.collection_create(group=group, name="ticks")
     made = [
@@ -84,6 +86,7 @@ def run_exactly_once(*, processes: int, n_schedules: int, seconds: float, kill_e
     for schedule in made:
         first_boundary = schedule.next_at
         schedule.refresh_from_db()
+        assert first_boundary is not None and schedule.last_fired_at is not None
         fired = _fired(schedule)
         assert set(fired.values()) == {1}, fired  # none doubled
         span = int((schedule.last_fired_at - first_boundary).total_seconds())
@@ -119,7 +122,7 @@ def test_queue_worker__ticks_schedules_within_a_second_and_resigns_at_exit():
         wait_for(lambda: Lease.objects.filter(name=LEASE_NAME, owner="ws-1").exists())
         wait_for(lambda: Message.objects.filter(collection__name="ticks").count() >= 2)
         lateness = [
-            (m.enqueued_at - datetime.fromisoformat(m.idempotency_key.split(":", 2)[2]))
+            (m.enqueued_at - datetime.fromisoformat((m.idempotency_key or "").split(":", 2)[2]))
             for m in Message.objects.filter(collection__name="ticks")
         ]
         assert max(lateness) < timedelta(seconds=1), lateness

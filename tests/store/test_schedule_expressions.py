@@ -14,8 +14,10 @@ from store.schedule_expressions import expression_parse
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def local(expr, start, n, tz="Europe/Berlin"):

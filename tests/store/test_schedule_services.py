@@ -13,6 +13,7 @@ from groupqueues.models import Message
 from queueproject import clock
 from store import schedules
 from store.exceptions import InvalidSchedule, ScheduleExists
+from store.models import Schedule
 from tests.factories import GroupFactory
 
 T0 = datetime(2026, 6, 1, 12, 0, 0, 500000, tzinfo=UTC)
@@ -30,10 +31,10 @@ def make(group, **fields):
     return schedules.schedule_create(group=group, name=fields.pop("name", "tick"), **fields)
 
 
-def keys(schedule) -> list[str]:
+def keys(schedule: Schedule) -> list[str]:
     prefix = f"schedule:{schedule.pk}:"
     found = Message.objects.filter(idempotency_key__startswith=prefix).order_by("seq")
-    return [k.removeprefix(prefix) for k in found.values_list("idempotency_key", flat=True)]
+    return [k.removeprefix(prefix) for k in found.values_list("idempotency_key", flat=True) if k]
 
 
 def test_create__first_boundary_is_after_now_and_collection_comes_from_the_chain(group):
