@@ -70,7 +70,7 @@ def test_request_bodies__are_closed_objects_in_the_schema(spec):
 
 
 def test_message_patch__empty_body_is_400_and_documented(world, agent_session, spec):
-    assert spec["components"]["schemas"]["PatchedMessageUpdateRequest"]["minProperties"] == 1
+    assert spec["components"]["schemas"]["PatchedEntryUpdateRequest"]["minProperties"] == 1
     S = f"/api/sessions/{agent_session.session}/queue"
     with world.client(world.editor_token) as http:
         entry = http.post(f"{S}/messages/", json={"content": "to patch"})
