@@ -7,28 +7,29 @@ did (the same pair twice; the same id with a wrong token)."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.blackbox.conftest import assert_error
+from tests.blackbox.conftest import World, assert_error
 
 WORKER = {"worker_id": "bb-worker"}
 
 
 @pytest.fixture
-def queue(world) -> str:
+def queue(world: World) -> str:
     """A fresh queue of ``acme`` (tests see only their own messages)."""
     name = f"holders-{uuid.uuid4().hex[:8]}"
     world.server.manage("create_queue", world.group, name)
     return name
 
 
-def q_url(world, name: str, rest: str = "") -> str:
+def q_url(world: World, name: str, rest: str = "") -> str:
     return f"/api/groups/{world.group}/queues/{name}/{rest}"
 
 
-def enqueue_and_claim(http: httpx.Client, world, name: str, n: int = 1) -> list[dict]:
+def enqueue_and_claim(http: httpx.Client, world: World, name: str, n: int = 1) -> list[dict]:
     """Enqueue ``n`` messages through the app and claim them: (id, claim_token, …) each."""
     for i in range(n):
         response = http.post(f"/api/apps/{world.app}/queues/{name}/messages/", json={"payload": i})
@@ -44,7 +45,7 @@ def held(message: dict) -> dict:
     return {"id": message["id"], "claim_token": message["claim_token"]}
 
 
-def ack(http: httpx.Client, world, name: str, pairs: list[dict]) -> dict:
+def ack(http: httpx.Client, world: World, name: str, pairs: list[dict]) -> dict:
     response = http.post(q_url(world, name, "ack/"), json={"acks": pairs})
     assert response.status_code == 200, response.text
     return response.json()
@@ -53,7 +54,7 @@ def ack(http: httpx.Client, world, name: str, pairs: list[dict]) -> dict:
 # ------------------------------------------------------ point 3: cancel
 
 
-HOLDER_ACTIONS = {
+HOLDER_ACTIONS: dict[str, dict[str, Any]] = {
     "extend": {"visibility_timeout": 30},
     "nack": {"delay_seconds": 0},
     "fail": {"error": "boom"},
@@ -122,7 +123,7 @@ def test_batch_ack__the_same_id_with_a_wrong_token_is_not_acked(world, queue, wr
 
 
 @pytest.fixture
-def fresh_session(world) -> dict[str, str]:
+def fresh_session(world: World) -> dict[str, str]:
     """A task of ``shop`` and an empty session of it (no tail to merge into)."""
     with world.client(world.app_token) as http:
         task = http.post(f"/api/apps/{world.app}/tasks/", json={"title": "holders"})
@@ -152,7 +153,7 @@ def test_queue_status__generations_move_after_a_destructive_edit_and_a_purge(wor
 
 
 @pytest.fixture(scope="module")
-def agent_token(world) -> str:
+def agent_token(world: World) -> str:
     """A token of ``shop`` with ``session:consume`` only: the agent."""
     return world.server.create_token(app=world.app, scopes="session:consume")
 

@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from tests.conftest import manage_cmd, subprocess_env
 
 
-def queue_health(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def queue_health(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         manage_cmd("queue_health", *args), env=env or subprocess_env(),
         capture_output=True, text=True, timeout=120,
@@ -22,12 +23,13 @@ def queue_health(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
 
 
 @pytest.fixture
-def held_transaction(transactional_db):
+def held_transaction(transactional_db: None) -> Iterator[int]:
     """A separate connection inside ``BEGIN; SELECT txid_current();``: its pid."""
     with psycopg.connect(subprocess_env()["DATABASE_URL"], application_name="bb-holder") as conn:
         conn.execute("SELECT txid_current()")  # psycopg opens the transaction (not autocommit)
-        (pid,) = conn.execute("SELECT pg_backend_pid()").fetchone()
-        yield pid
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        yield row[0]
         conn.rollback()
 
 
