@@ -120,14 +120,15 @@ WHERE id = %(id)s AND claim_token = %(token)s AND collection_id = %(collection_i
 
 # Ack a batch: delete those of the (id, token) pairs still held (claimed with
 # that token, lease not lapsed; found by id as in ACK_POSTGRES) in one
-# statement; RETURNING says which landed.
+# statement; RETURNING says which pairs landed (id and token: the same id
+# named with two tokens must not count the wrong one as acked).
 # Pairs arrive as two parallel arrays (unnest keeps them aligned).
 ACK_BATCH_POSTGRES = """
 DELETE FROM groupqueues_message AS m
 USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, token)
 WHERE m.id = a.id AND m.claim_token = a.token AND m.collection_id = %(collection_id)s
   AND m.lease_expires_at > %(now)s
-RETURNING m.id
+RETURNING m.id, m.claim_token
 """
 
 
@@ -139,19 +140,20 @@ RETURNING m.id
 # runs; once it has lapsed the DELETE leaves it alone), so the two parts cannot
 # meet. Rows: the claimed ones as CLAIM_POSTGRES returns them; one ``acked``
 # row whose ``seq`` column counts the acks that landed; and, only when that is
-# fewer than the ``pairs`` given, one ``landed`` row per landed id (``id``
-# column). Always synchronous commit (the acks).
+# fewer than the ``pairs`` given, one ``landed`` row per landed pair (``id``
+# and ``claim_token`` columns). Always synchronous commit (the acks).
 def _acking(ack: str) -> str:
     return (
         f"WITH acked AS ({ack}),{_CLAIM_CTES}, claimed AS ({_CLAIM_UPDATE})\n"
         "SELECT * FROM claimed\n"
         f"UNION ALL SELECT 'acked', count(*){', NULL' * 14} FROM acked\n"
-        f"UNION ALL SELECT 'landed', NULL, id{', NULL' * 13} FROM acked\n"
+        f"UNION ALL SELECT 'landed', NULL, id{', NULL' * 5}, claim_token{', NULL' * 7}\n"
+        "  FROM acked\n"
         "  WHERE (SELECT count(*) FROM acked) < %(pairs)s\n"
     )
 
 
-ACK_AND_CLAIM_POSTGRES = _acking(ACK_POSTGRES + "RETURNING id\n")
+ACK_AND_CLAIM_POSTGRES = _acking(ACK_POSTGRES + "RETURNING id, claim_token\n")
 ACK_BATCH_AND_CLAIM_POSTGRES = _acking(ACK_BATCH_POSTGRES)
 
 # The claim floor of one collection (the maintenance pass; see the claim
@@ -292,13 +294,13 @@ WHERE seq = %s AND state IN ('ready', 'claimed')
 """
 
 # Ack a batch: one DELETE of the (id, token) pairs still held; RETURNING says
-# which landed. ``{ids}`` is "%s, " once per pair and ``{pairs}`` "(%s, %s), ":
-# SQLite finds the rows through the ``id`` index only from a plain ``id IN``
-# list; with the row-value IN alone it scanned the whole table, other
-# collections' rows included (bench/README.md).
+# which pairs landed (id and token). ``{ids}`` is "%s, " once per pair and
+# ``{pairs}`` "(%s, %s), ": SQLite finds the rows through the ``id`` index
+# only from a plain ``id IN`` list; with the row-value IN alone it scanned the
+# whole table, other collections' rows included (bench/README.md).
 ACK_BATCH_SQLITE = """
 DELETE FROM groupqueues_message
 WHERE id IN ({ids}) AND collection_id = %s AND lease_expires_at > %s
   AND (id, claim_token) IN (VALUES {pairs})
-RETURNING id
+RETURNING id, claim_token
 """

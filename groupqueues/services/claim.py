@@ -28,6 +28,7 @@ from groupqueues.models import (
 from groupqueues.services import postgres
 from groupqueues.services.collections import collection_require_queue
 from groupqueues.services.holder import (
+    Landed,
     Pairs,
     ack_batch_result,
     ack_pairs_apply,
@@ -138,7 +139,7 @@ def message_ack_and_claim(
     (``acked`` is False and nothing is deleted)."""
     pairs = ack_pairs_checked([(id, claim_token)])
     landed, claimed = _ack_and_claim(collection, pairs, worker_id, n, visibility_timeout)
-    return AckAndClaimResult(landed is None or pairs[0][0] in landed, claimed)
+    return AckAndClaimResult(landed is None or pairs[0] in landed, claimed)
 
 
 def message_ack_batch_and_claim(
@@ -164,8 +165,8 @@ def message_ack_batch_and_claim(
 
 def _ack_and_claim(
     collection: Collection, pairs: Pairs, worker_id: str, n: Any, visibility_timeout: Any
-) -> tuple[set[uuid.UUID] | None, list[ClaimedMessage]]:
-    """Ack the checked pairs, then claim: (the ids that landed, or None when
+) -> tuple[Landed, list[ClaimedMessage]]:
+    """Ack the checked pairs, then claim: (the pairs that landed, or None when
     all did; the messages claimed)."""
     n, timeout = _claim_args(collection, worker_id, n, visibility_timeout)
     if connection.vendor != "postgresql" or n <= 0 or not pairs:

@@ -25,6 +25,7 @@ from queueproject import clock, rawsql
 from queueproject.backoff import backoff_delay
 
 Pairs = list[tuple[uuid.UUID, uuid.UUID]]
+Landed = set[tuple[uuid.UUID, uuid.UUID]] | None  # the pairs that landed; None: all did
 
 
 def _held(collection: Collection, id: Any, claim_token: Any, now: datetime) -> MessageQuerySet:
@@ -87,8 +88,9 @@ def ack_pairs_distinct(pairs: Pairs) -> Pairs:
     return pairs if len(set(pairs)) == len(pairs) else list(dict.fromkeys(pairs))
 
 
-def ack_pairs_apply(collection: Collection, pairs: Pairs) -> set[uuid.UUID] | None:
-    """Ack the checked pairs: the ids that landed, or None when all did."""
+def ack_pairs_apply(collection: Collection, pairs: Pairs) -> Landed:
+    """Ack the checked pairs: the pairs that landed (by id AND token, so an id
+    named again with a wrong token is not reported acked), or None when all did."""
     pairs = ack_pairs_distinct(pairs)
     if not pairs:
         return None
@@ -98,7 +100,7 @@ def ack_pairs_apply(collection: Collection, pairs: Pairs) -> set[uuid.UUID] | No
     return _ack_batch_portable(collection, pairs, now)
 
 
-def ack_batch_result(pairs: Pairs, landed: set[uuid.UUID] | None) -> AckBatchResult:
+def ack_batch_result(pairs: Pairs, landed: Landed) -> AckBatchResult:
     """The answer to a batch ack of ``pairs`` (as given, repeats included);
     ``landed`` None means every distinct pair landed. A repeated pair answers
     ``duplicate`` after its first entry."""
@@ -111,7 +113,7 @@ def ack_batch_result(pairs: Pairs, landed: set[uuid.UUID] | None) -> AckBatchRes
         i = pair[0]
         if pair in seen:
             results.append(frozen_new(AckResult, (i, False, "duplicate")))
-        elif landed is None or i in landed:
+        elif landed is None or pair in landed:
             results.append(frozen_new(AckResult, (i, True, None)))
         else:
             results.append(frozen_new(AckResult, (i, False, "lease_lost")))
@@ -119,8 +121,8 @@ def ack_batch_result(pairs: Pairs, landed: set[uuid.UUID] | None) -> AckBatchRes
     return AckBatchResult(sum(r.acked for r in results), results)
 
 
-def _ack_batch_portable(collection: Collection, pairs: Pairs, now: datetime) -> set[uuid.UUID]:
-    """SQLite: one DELETE … RETURNING of the pairs still held."""
+def _ack_batch_portable(collection: Collection, pairs: Pairs, now: datetime) -> Landed:
+    """SQLite: one DELETE … RETURNING of the pairs still held (id, token)."""
     query = _ack_batch_sqlite(len(pairs))
     params: list[Any] = [i.hex for i, _ in pairs]
     params += [collection.pk, connection.ops.adapt_datetimefield_value(now)]
@@ -128,7 +130,7 @@ def _ack_batch_portable(collection: Collection, pairs: Pairs, now: datetime) -> 
         params += [message_id.hex, token.hex]
     with rawsql.cursor() as cur:
         cur.execute(query, params)
-        return {uuid.UUID(row[0]) for row in cur.fetchall()}
+        return {(uuid.UUID(row[0]), uuid.UUID(row[1])) for row in cur.fetchall()}
 
 
 def _ack_batch_sqlite(n: int) -> str:

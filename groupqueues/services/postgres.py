@@ -201,10 +201,10 @@ def ack_and_claim(
     n: int,
     now: datetime,
     lease: datetime,
-) -> tuple[set[uuid.UUID] | None, list[ClaimedMessage], int]:
+) -> tuple[set[tuple[uuid.UUID, uuid.UUID]] | None, list[ClaimedMessage], int]:
     """Ack the distinct checked pairs and claim up to ``n`` in ONE statement
     (``sql.ACK_AND_CLAIM_POSTGRES`` / ``ACK_BATCH_AND_CLAIM_POSTGRES``): (the
-    ids that landed, or None when all did; the claimed; how many died)."""
+    pairs that landed, or None when all did; the claimed; how many died)."""
     params: dict[str, Any] = {"collection_id": collection.pk, "now": now, "n": n,
                               "worker_id": worker_id, "lease_expires_at": lease,
                               "async_commit": False, "pairs": len(pairs)}  # fmt: skip
@@ -218,7 +218,9 @@ def ack_and_claim(
         cur.execute(query, params)
         rows = cur.fetchall()
     count = next(row[1] for row in rows if row[0] == "acked")
-    landed = None if count == len(pairs) else {row[2] for row in rows if row[0] == "landed"}
+    landed = (
+        None if count == len(pairs) else {(row[2], row[8]) for row in rows if row[0] == "landed"}
+    )
     claimed, died = claimed_from_rows([row for row in rows if row[0] in CLAIM_OUTCOMES])
     return landed, claimed, died
 
@@ -235,12 +237,13 @@ def ack(collection: Collection, message_id: uuid.UUID, token: uuid.UUID, now: da
 
 def ack_batch(
     collection: Collection, pairs: list[tuple[uuid.UUID, uuid.UUID]], now: datetime
-) -> set[uuid.UUID] | None:
+) -> set[tuple[uuid.UUID, uuid.UUID]] | None:
     """Delete the held ones of these distinct pairs (``sql.ACK_BATCH_POSTGRES``):
-    the ids that landed, or None when all did (as many rows as pairs)."""
+    the (id, token) pairs that landed, or None when all did (as many rows as
+    pairs)."""
     params: dict[str, Any] = {"collection_id": collection.pk, "now": now, **ack_arrays(pairs)}
     with rawsql.cursor() as cur:
         cur.execute(sql.ACK_BATCH_POSTGRES, params)
         if cur.rowcount == len(pairs):
             return None
-        return {row[0] for row in cur.fetchall()}
+        return {(row[0], row[1]) for row in cur.fetchall()}

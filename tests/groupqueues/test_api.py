@@ -296,7 +296,7 @@ def test_cancel__then_every_holder_action_is_409_lease_lost(tree, queue, editor,
     (claimed,) = claim(editor, tree["child"])
     assert editor.delete(q_url(tree["child"], rest=f"messages/{message_id}/")).status_code == 204
     body = {"id": message_id, "claim_token": claimed["claim_token"]}
-    if action == "extend":
+    if action == "extend":  # request bodies are strict: only extend takes a lease length
         body["visibility_timeout"] = 10
     response = post(editor, q_url(tree["child"], rest=f"{action}/"), body)
     assert_error(response, 409, "lease_lost")

@@ -344,6 +344,33 @@ def test_ack_batch__a_duplicate_of_a_lost_pair_is_a_duplicate(queue, frozen):
     assert state_of(held.id) == ("claimed", None)
 
 
+@pytest.mark.parametrize("path", ["ack_batch", "ack_batch_and_claim", "ack_batch_then_claim"])
+@pytest.mark.parametrize("wrong_first", [False, True])
+def test_ack_batch__the_same_id_with_a_wrong_token_is_not_acked(queue, path, wrong_first):
+    """The statements answer which (id, token) pairs landed, not which ids: an
+    id named with its token and with a wrong one acks once, and only the
+    entry with the right token says so (every path, either order)."""
+    enqueue(queue, 1)
+    enqueue(queue, 2)
+    a, b = claim(queue, 2)
+    right, wrong = (a.id, a.claim_token), (a.id, uuid.uuid4())
+    acks = [wrong, right] if wrong_first else [right, wrong]
+    acks.append((b.id, b.claim_token))
+    if path == "ack_batch":
+        result = services.message_ack_batch(collection=queue, acks=acks)
+    else:
+        n = 1 if path == "ack_batch_and_claim" else 0
+        result = services.message_ack_batch_and_claim(
+            collection=queue, acks=acks, worker_id=WORKER, n=n
+        ).acks
+    expected = {right: (True, None), wrong: (False, "lease_lost")}
+    assert [(r.id, r.acked, r.reason) for r in result.results] == [
+        (a.id, *expected[pair]) for pair in acks[:2]
+    ] + [(b.id, True, None)]
+    assert result.acked == 2
+    assert services.collection_depth(collection=queue) == 0
+
+
 # -------------------------------------------------------------- one backoff
 
 
