@@ -10,25 +10,15 @@ from typing import Any
 from rest_framework import serializers
 
 from groupqueues import validation as check
-from groupqueues.serializers import (
+from principals.models import Group
+from queueproject.serializers import (
     StrictBooleanField,
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
+    StrictSerializer,
 )
-from principals.models import Group
 from store.models import CATCH_UP_MAX, Schedule
-
-
-class StrictSerializer(serializers.Serializer):
-    """Refuses a body that is not an object or has fields it does not declare."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
 
 
 class ScheduleChangeSerializer(StrictSerializer):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -62,7 +63,7 @@ class World:
     queue = "jobs"
     app = "shop"
 
-    def client(self, token: str | None = None, **kwargs) -> httpx.Client:
+    def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         return self.server.client(token, **kwargs)
 
 
@@ -86,7 +87,7 @@ def world(server: Server) -> World:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """A failed black-box test shows what the server logged."""
-    outcome = yield
+    outcome: Any = yield
     report = outcome.get_result()
     srv = getattr(item, "funcargs", {}).get("server")
     world = getattr(item, "funcargs", {}).get("world")

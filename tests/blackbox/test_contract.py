@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.blackbox.conftest import assert_error
+from tests.blackbox.server import Server
 
 
 @pytest.fixture(scope="module")
-def spec(server) -> dict:
+def spec(server: Server) -> dict:
     with server.client() as http:
         return http.get("/api/schema/", params={"format": "json"}).json()
 

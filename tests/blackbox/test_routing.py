@@ -8,10 +8,11 @@ import re
 import uuid
 from contextlib import closing
 
+import httpx
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.blackbox.conftest import PASSWORD, assert_error
+from tests.blackbox.conftest import PASSWORD, World, assert_error
 
 S = "/api/sessions/{s}/queue"
 BAD = "not-a-uuid"
@@ -45,7 +46,9 @@ def _api_routes() -> list[tuple[str, URLPattern]]:
     routes = []
     for top in get_resolver().url_patterns:
         if isinstance(top, URLResolver) and str(top.pattern) == "api/":
-            routes += [(f"/api/{p.pattern}", p) for p in top.url_patterns]
+            routes += [
+                (f"/api/{p.pattern}", p) for p in top.url_patterns if isinstance(p, URLPattern)
+            ]
     return routes
 
 
@@ -53,7 +56,7 @@ def _id_cases() -> list[tuple[str, str, str]]:
     """(method, route, id parameter) for every method of every route with an id."""
     cases = []
     for route, pattern in _api_routes():
-        view = pattern.callback.view_class
+        view = pattern.callback.view_class  # type: ignore[attr-defined]  # set by as_view()
         methods = [m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)]
         for name in re.findall(r"<api_id:(\w+)>", route):
             cases += [(m.upper(), route, name) for m in methods]
@@ -82,11 +85,13 @@ def test_malformed_id__is_404_not_found(world, agent_session, method, route, par
     assert_error(response, 404, "not_found")
 
 
-def _logged_in(world, username: str):
+def _logged_in(world: World, username: str) -> httpx.Client:
     """A client holding a session cookie from the admin login (and the CSRF cookie)."""
     http = world.client()
     page = http.get("/admin/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert found is not None, page.text
+    token = found.group(1)
     login = http.post(
         "/admin/login/?next=/admin/",
         data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token},

@@ -8,9 +8,10 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
-from tests.blackbox.conftest import assert_error
+from tests.blackbox.conftest import World, assert_error
 
 Q = "/api/groups/acme/queues/jobs"
 APP_Q = "/api/apps/shop/queues/jobs"
@@ -29,7 +30,7 @@ def iso(moment: datetime) -> str:
     return moment.isoformat()
 
 
-def claim(http, queue: str) -> list[dict]:
+def claim(http: httpx.Client, queue: str) -> list[dict]:
     response = http.post(f"{queue}/claim/", json={"worker_id": "bb", "max_messages": 100})
     assert response.status_code == 200, response.text
     return response.json()["messages"]
@@ -123,7 +124,7 @@ def unknown_field_cases(session: str) -> list[tuple[str, str, str, dict, str]]:
     ]  # fmt: skip
 
 
-def tokens(world) -> dict[str, str]:
+def tokens(world: World) -> dict[str, str]:
     return {"app": world.app_token, "editor": world.editor_token, "admin": world.admin_token}
 
 
