@@ -62,9 +62,14 @@ def _check_setting(name: str, value: Any) -> Any:
     return value
 
 
-def _check_settings(values: dict[str, Any]) -> dict[str, Any]:
-    """The given settings, checked (``_UNSET`` ones left out)."""
-    return {n: _check_setting(n, v) for n, v in values.items() if v is not _UNSET}
+SETTINGS = (*SETTING_RANGES, "paused")
+
+
+def _check_settings(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The settings among a service's ``arguments`` (its ``locals()``: one
+    keyword argument per setting), checked, ``_UNSET`` ones left out."""
+    given = {n: arguments[n] for n in SETTINGS if arguments.get(n, _UNSET) is not _UNSET}
+    return {n: _check_setting(n, v) for n, v in given.items()}
 
 
 def _check_backoff(collection: Collection) -> None:
@@ -93,18 +98,7 @@ def collection_create(
     _check_name(name)
     if kind not in CollectionKind.values:
         raise err.InvalidQueueInput.field("kind", f"Must be one of {CollectionKind.values}.")
-    settings = _check_settings(
-        {
-            "max_payload_bytes": max_payload_bytes,
-            "default_max_attempts": default_max_attempts,
-            "visibility_timeout": visibility_timeout,
-            "retry_backoff_base": retry_backoff_base,
-            "retry_backoff_max": retry_backoff_max,
-            "dead_retention": dead_retention,
-            "max_depth": max_depth,
-            "paused": paused,
-        }
-    )
+    settings = _check_settings(locals())
     collection = Collection(group=group, name=name, kind=kind, **settings)
     _check_backoff(collection)
     try:
@@ -131,18 +125,7 @@ def collection_update(
 ) -> Collection:
     """Change the given settings (pause/resume with ``paused``); others stay.
     Existing messages keep their own max_attempts. Raises InvalidQueueInput."""
-    settings = _check_settings(
-        {
-            "max_payload_bytes": max_payload_bytes,
-            "default_max_attempts": default_max_attempts,
-            "visibility_timeout": visibility_timeout,
-            "retry_backoff_base": retry_backoff_base,
-            "retry_backoff_max": retry_backoff_max,
-            "dead_retention": dead_retention,
-            "max_depth": max_depth,
-            "paused": paused,
-        }
-    )
+    settings = _check_settings(locals())
     for name, value in settings.items():
         setattr(collection, name, value)
     _check_backoff(collection)
