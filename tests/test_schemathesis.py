@@ -16,6 +16,7 @@ suite; the long run is ``@pytest.mark.slow`` (``make schemathesis``).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import pytest
 from django.core.signals import request_finished, request_started
@@ -34,8 +35,6 @@ schemathesis = pytest.importorskip("schemathesis")
 from schemathesis.config import SchemathesisConfig  # noqa: E402
 
 APP_PATHS = r"^/api/(apps/\{app\}/|tasks/|sessions/)"
-BOUNDED_EXAMPLES = 3
-LONG_EXAMPLES = 25
 
 
 @pytest.fixture
@@ -94,12 +93,13 @@ COLLECTION_SETTINGS = [
 ]
 
 
-def load_schema(secret: str, parameters: dict[str, str], max_examples: int):
+def load_schema(secret: str, pinned: dict[str, str], run: Run):
     config = SchemathesisConfig.from_dict(
         {
             "headers": {"Authorization": f"Bearer {secret}"},
-            "parameters": parameters,
-            "generation": {"max-examples": max_examples, "deterministic": True},
+            "parameters": pinned,
+            "phases": {"coverage": {"enabled": run.coverage}},
+            "generation": {"max-examples": run.max_examples, "deterministic": True},
             "checks": {"enabled": True},
             "operations": COLLECTION_SETTINGS,
         }
@@ -107,47 +107,64 @@ def load_schema(secret: str, parameters: dict[str, str], max_examples: int):
     return schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application(), config=config)
 
 
-def user_schema(tree, pinned, role: Role, max_examples: int):
+@dataclass(frozen=True)
+class Run:
+    """How hard to fuzz: examples per operation, and whether the coverage phase
+    (every boundary and every way to break each keyword of the schema, ~50
+    cases per operation) runs too."""
+
+    max_examples: int
+    coverage: bool
+
+
+# Bounded (default suite, about a minute per database): the coverage phase once,
+# as the editor; the admin and the app get a few fuzzed examples per operation.
+EDITOR_BOUNDED = Run(max_examples=1, coverage=True)
+OTHERS_BOUNDED = Run(max_examples=3, coverage=False)
+LONG = Run(max_examples=25, coverage=True)
+
+
+def user_schema(tree, pinned, role: Role, run: Run):
     """The whole API as a new user holding ``role`` on ``child``, every scope."""
     _, secret = make_token(user=member(tree["child"], role), scopes=list(Scope.values))
-    return load_schema(secret, pinned, max_examples)
+    return load_schema(secret, pinned, run)
 
 
-def app_schema(tree, pinned, max_examples: int):
+def app_schema(tree, pinned, run: Run):
     """The app and session routes as the task's app with the session scopes."""
     scopes = [Scope.SESSION_READ, Scope.SESSION_WRITE, Scope.SESSION_CONSUME]
     _, secret = make_token(app=tree["app_grandchild"], scopes=scopes)
-    return load_schema(secret, pinned, max_examples).include(path_regex=APP_PATHS)
+    return load_schema(secret, pinned, run).include(path_regex=APP_PATHS)
 
 
 @pytest.fixture
 def editor_schema(tree, pinned):
-    return user_schema(tree, pinned, Role.EDITOR, BOUNDED_EXAMPLES)
+    return user_schema(tree, pinned, Role.EDITOR, EDITOR_BOUNDED)
 
 
 @pytest.fixture
 def admin_schema(tree, pinned):
-    return user_schema(tree, pinned, Role.ADMIN, BOUNDED_EXAMPLES)
+    return user_schema(tree, pinned, Role.ADMIN, OTHERS_BOUNDED)
 
 
 @pytest.fixture
 def app_token_schema(tree, pinned):
-    return app_schema(tree, pinned, BOUNDED_EXAMPLES)
+    return app_schema(tree, pinned, OTHERS_BOUNDED)
 
 
 @pytest.fixture
 def editor_schema_long(tree, pinned):
-    return user_schema(tree, pinned, Role.EDITOR, LONG_EXAMPLES)
+    return user_schema(tree, pinned, Role.EDITOR, LONG)
 
 
 @pytest.fixture
 def admin_schema_long(tree, pinned):
-    return user_schema(tree, pinned, Role.ADMIN, LONG_EXAMPLES)
+    return user_schema(tree, pinned, Role.ADMIN, LONG)
 
 
 @pytest.fixture
 def app_token_schema_long(tree, pinned):
-    return app_schema(tree, pinned, LONG_EXAMPLES)
+    return app_schema(tree, pinned, LONG)
 
 
 @pytest.fixture(autouse=True)
