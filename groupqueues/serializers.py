@@ -387,10 +387,12 @@ class MessageSerializer(serializers.ModelSerializer):
 
 
 class RedriveSerializer(StrictSerializer):
+    # "ids" with "all" absent or false, or "all": true alone. (The enums sit in an
+    # allOf so that drf-spectacular's enum hook leaves them inline.)
     schema_rules = {
         "oneOf": [
-            {"required": ["ids"], "properties": {"all": {"enum": [False]}}},
-            {"required": ["all"], "properties": {"all": {"enum": [True]}}},
+            {"required": ["ids"], "properties": {"all": {"allOf": [{"enum": [False]}]}}},
+            {"required": ["all"], "properties": {"all": {"allOf": [{"enum": [True]}]}}},
         ]
     }
 
