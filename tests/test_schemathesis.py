@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.core.signals import request_finished, request_started
@@ -32,13 +33,17 @@ from sessionqueues.services.send_now import SendNowExpectation
 from tests.factories import make_token, member
 
 schemathesis = pytest.importorskip("schemathesis")
+from schemathesis import Case  # noqa: E402
 from schemathesis.config import SchemathesisConfig  # noqa: E402
+from schemathesis.schemas import BaseSchema  # noqa: E402
+
+Tree = dict[str, Any]
 
 APP_PATHS = r"^/api/(apps/\{app\}/|tasks/|sessions/)"
 
 
 @pytest.fixture
-def pinned(db, tree) -> dict[str, str]:
+def pinned(db: None, tree: Tree) -> dict[str, str]:
     """Real objects for every path parameter of the API."""
     gq.collection_create(group=tree["child"], name="tuned")
     queue = gq.collection_create(group=tree["child"], name="jobs")
@@ -55,6 +60,7 @@ def pinned(db, tree) -> dict[str, str]:
         for i in range(4)
     ]
     reserved, _ = sq.reservation_reserve_for_delivery(session_id=session.pk)
+    assert reserved is not None
     claim, _ = sq.queue_send_now_claim(
         session_id=session.pk,
         expected=[SendNowExpectation(id=entries[1].pk, content=entries[1].content)],
@@ -93,7 +99,7 @@ COLLECTION_SETTINGS = [
 ]
 
 
-def load_schema(secret: str, pinned: dict[str, str], run: Run):
+def load_schema(secret: str, pinned: dict[str, str], run: Run) -> BaseSchema:
     config = SchemathesisConfig.from_dict(
         {
             "headers": {"Authorization": f"Bearer {secret}"},
@@ -124,13 +130,13 @@ OTHERS_BOUNDED = Run(max_examples=3, coverage=False)
 LONG = Run(max_examples=25, coverage=True)
 
 
-def user_schema(tree, pinned, role: Role, run: Run):
+def user_schema(tree: Tree, pinned: dict[str, str], role: Role, run: Run) -> BaseSchema:
     """The whole API as a new user holding ``role`` on ``child``, every scope."""
     _, secret = make_token(user=member(tree["child"], role), scopes=list(Scope.values))
     return load_schema(secret, pinned, run)
 
 
-def app_schema(tree, pinned, run: Run):
+def app_schema(tree: Tree, pinned: dict[str, str], run: Run) -> BaseSchema:
     """The app and session routes as the task's app with the session scopes."""
     scopes = [Scope.SESSION_READ, Scope.SESSION_WRITE, Scope.SESSION_CONSUME]
     _, secret = make_token(app=tree["app_grandchild"], scopes=scopes)
@@ -196,14 +202,15 @@ def _node_id_for_schemathesis(request):
         request.node._nodeid = request.node.nodeid
 
 
-def short_waits(case) -> None:
+def short_waits(case: Case) -> None:
     """A long-poll claim may wait 20 s; a fuzzer needs no more than a taste."""
-    wait = case.body.get("wait_seconds") if isinstance(case.body, dict) else None
+    body = case.body if isinstance(case.body, dict) else {}
+    wait = body.get("wait_seconds")
     if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 20:
-        case.body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
+        body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
 
 
-def real_sender_task(case, pinned) -> None:
+def real_sender_task(case: Case, pinned: dict[str, str]) -> None:
     """A well-formed ``sender_task_id`` names the pinned task: whether a task
     exists is no schema's to say (an unknown one is a 400, as an unknown
     reference in a body is everywhere in this API)."""
@@ -213,7 +220,7 @@ def real_sender_task(case, pinned) -> None:
         body["sender_task_id"] = pinned["task_id"]
 
 
-def call(case, pinned) -> None:
+def call(case: Case, pinned: dict[str, str]) -> None:
     short_waits(case)
     real_sender_task(case, pinned)
     case.call_and_validate()
