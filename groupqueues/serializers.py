@@ -30,6 +30,7 @@ from queueproject.serializers import (
     StrictIntegerField,
     StrictSerializer,
     StrictUUIDField,
+    not_both,
 )
 
 WAIT_SECONDS_MAX = 20
@@ -205,6 +206,17 @@ def validate_entries(
 
 
 class EnqueueSerializer(StrictSerializer):
+    schema_rules = {
+        "allOf": [
+            not_both(
+                "delay_seconds", "deliver_after", delay_seconds="number", deliver_after="string"
+            ),
+            not_both(
+                "expires_in_seconds", "expires_at", expires_in_seconds="number", expires_at="string"
+            ),
+        ]
+    }
+
     payload = PayloadField()
     priority = StrictIntegerField(
         min_value=check.PRIORITY_MIN, max_value=check.PRIORITY_MAX, default=0,
@@ -375,6 +387,15 @@ class MessageSerializer(serializers.ModelSerializer):
 
 
 class RedriveSerializer(StrictSerializer):
+    # "ids" with "all" absent or false, or "all": true alone. (The enums sit in an
+    # allOf so that drf-spectacular's enum hook leaves them inline.)
+    schema_rules = {
+        "oneOf": [
+            {"required": ["ids"], "properties": {"all": {"allOf": [{"enum": [False]}]}}},
+            {"required": ["all"], "properties": {"all": {"allOf": [{"enum": [True]}]}}},
+        ]
+    }
+
     ids = serializers.ListField(
         child=message_id(), required=False, max_length=MAX_REDRIVE_IDS,
         help_text="Dead messages to redrive.",

@@ -47,6 +47,7 @@ class StrictSerializerExtension(OpenApiSerializerExtension):
             schema["additionalProperties"] = False
             if self.target.min_fields:
                 schema["minProperties"] = self.target.min_fields
+            schema.update(self.target.schema_rules)
         return schema
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 
@@ -102,4 +102,17 @@ class StrictFieldsMixin:
 
 
 class StrictSerializer(StrictFieldsMixin, serializers.Serializer):
-    """The base of every request serializer (unknown fields are a 400)."""
+    """The base of every request serializer (unknown fields are a 400).
+
+    ``schema_rules``: JSON Schema keywords (``not``, ``oneOf`` …) that state in
+    the request schema the cross-field rules ``validate()`` enforces, so the
+    schema refuses exactly what the server refuses."""
+
+    schema_rules: ClassVar[dict[str, Any]] = {}
+
+
+def not_both(first: str, second: str, **types: str) -> dict[str, Any]:
+    """A schema rule: ``first`` and ``second`` are not both given non-null
+    (``types``: each one's JSON type, which excludes null)."""
+    properties = {name: {"type": types[name]} for name in (first, second)}
+    return {"not": {"required": [first, second], "properties": properties}}

@@ -183,6 +183,8 @@ class TaskCreateSerializer(StrictSerializer):
 
 
 class AttachmentSerializer(StrictSerializer):
+    schema_rules = {"oneOf": [{"required": ["data"]}, {"required": ["reference"]}]}
+
     type = StrictCharField(max_length=50)
     # DRF's metaclass moves declared fields into _declared_fields; the stubs see this
     # class attribute as overriding Serializer.data.
@@ -290,7 +292,7 @@ class SendNowEntrySerializer(StrictSerializer):
 
 
 class SendNowSerializer(StrictSerializer):
-    entries = serializers.ListField(child=SendNowEntrySerializer(), max_length=1000)
+    entries = serializers.ListField(child=SendNowEntrySerializer(), min_length=1, max_length=1000)
 
 
 class AutoRunSerializer(StrictSerializer):

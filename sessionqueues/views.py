@@ -19,6 +19,7 @@ from principals.permissions import require
 from principals.services import app_get
 from queueproject import clock
 from queueproject.api import TakesNoBody, validated
+from queueproject.ids import parse_id
 from queueproject.schema import ERROR_RESPONSES, error
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
@@ -63,10 +64,10 @@ class SessionView(APIView):
 
     def identity(self, request: Request, session: Session) -> SessionIdentity | None:
         raw = request.headers.get(INCARNATION_HEADER)
-        if not raw:
+        if raw is None:  # an empty header is given, and not a UUID
             return None
         try:
-            incarnation = uuid.UUID(raw)
+            incarnation = parse_id(raw)  # the canonical form only, as format: uuid says
         except ValueError as exc:
             raise err.InvalidSessionInput(
                 details={INCARNATION_HEADER: ["Must be a UUID."]}
