@@ -19,7 +19,7 @@ from queueproject.api import validated
 from queueproject.schema import ERROR_RESPONSES, error
 from store import lock_serializers as s
 from store import locks
-from store.locks import HeldLock, LockState
+from store.locks import OWNER_MAX, HeldLock, LockState
 
 TAG = "locks"
 USE = Capability.QUEUE_CONSUME
@@ -60,8 +60,10 @@ class LockView(APIView):
 
     @extend_schema(
         tags=[TAG], summary="Release a lock (its owner only)", request=None,
-        parameters=[OpenApiParameter("owner", str, OpenApiParameter.QUERY, required=True,
-                                     description="The owner that holds the lock.")],
+        parameters=[OpenApiParameter(
+            "owner", {"type": "string", "minLength": 1, "maxLength": OWNER_MAX},
+            OpenApiParameter.QUERY, required=True, description="The owner that holds the lock.",
+        )],
         responses={204: None, **ERROR_RESPONSES, **LOST},
     )  # fmt: skip
     def delete(self, request: Request, g: str, name: str) -> Response:
