@@ -1,32 +1,15 @@
 """Group-queue routes of SPEC §4 (``{g}`` a group slug or id, ``{q}`` a
 collection name, ``{app}`` an app slug or id)."""
 
-from django.urls import path, register_converter
+from django.urls import path
 
 from groupqueues import views
 
-
-class SegmentConverter:
-    """One path segment without NUL: PostgreSQL text cannot hold NUL, so such a
-    reference can name nothing; it falls through to the API's routing 404
-    instead of reaching a query."""
-
-    regex = "[^/\x00]+"
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
-
-
-register_converter(SegmentConverter, "gq_segment")
-
-Q = "groups/<gq_segment:g>/queues/<gq_segment:q>/"
-A = "apps/<gq_segment:app>/queues/<gq_segment:name>/"
+Q = "groups/<api_segment:g>/queues/<api_segment:q>/"
+A = "apps/<api_segment:app>/queues/<api_segment:name>/"
 
 urlpatterns = [
-    path("groups/<gq_segment:g>/queues/", views.GroupQueuesView.as_view(), name="gq-collections"),
+    path("groups/<api_segment:g>/queues/", views.GroupQueuesView.as_view(), name="gq-collections"),
     path(Q, views.QueueView.as_view(), name="gq-collection"),
     path(Q + "messages/", views.MessagesView.as_view(), name="gq-messages"),
     path(Q + "messages/<api_id:id>/", views.MessageView.as_view(), name="gq-message"),

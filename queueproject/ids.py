@@ -1,4 +1,5 @@
-"""Object ids in API URLs: one converter for every id-carrying route.
+"""Path segments in API URLs: one converter for every id-carrying route, and
+one for slugs and names (``<api_segment:…>``).
 
 ``<api_id:name>`` matches one path segment and hands the view a
 :class:`uuid.UUID`; a malformed id matches no route, so the ``/api/``
@@ -43,3 +44,21 @@ class IdConverter:
 
 
 register_converter(IdConverter, "api_id")
+
+
+class SegmentConverter:
+    """``<api_segment:…>``: one path segment without NUL (group and app
+    references, collection, lock and schedule names). PostgreSQL text cannot
+    hold NUL, so such a reference names nothing; it falls through to the API's
+    routing 404 instead of reaching a query."""
+
+    regex = "[^/\x00]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(SegmentConverter, "api_segment")

@@ -2,17 +2,16 @@
 
 from django.urls import URLPattern, path
 
-from groupqueues.urls import SegmentConverter  # noqa: F401  (registers gq_segment)
 from store import lock_views
 from store import schedule_views as sv
 
-L = "groups/<gq_segment:g>/locks/<gq_segment:name>/"
-S = "groups/<gq_segment:g>/schedules/<gq_segment:name>/"
+L = "groups/<api_segment:g>/locks/<api_segment:name>/"
+S = "groups/<api_segment:g>/schedules/<api_segment:name>/"
 
 urlpatterns: list[URLPattern] = [
     path(L, lock_views.LockView.as_view(), name="store-lock"),
     path(L + "renew/", lock_views.LockRenewView.as_view(), name="store-lock-renew"),
-    path("groups/<gq_segment:g>/schedules/", sv.SchedulesView.as_view(), name="st-schedules"),
+    path("groups/<api_segment:g>/schedules/", sv.SchedulesView.as_view(), name="st-schedules"),
     path(S, sv.ScheduleView.as_view(), name="st-schedule"),
     path(S + "pause/", sv.PauseView.as_view(), name="st-schedule-pause"),
     path(S + "resume/", sv.ResumeView.as_view(), name="st-schedule-resume"),
