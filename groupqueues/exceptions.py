@@ -12,6 +12,7 @@ from queueproject.exceptions import (
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    PermissionDenied,
 )
 
 
@@ -40,6 +41,10 @@ class CollectionNotFound(GroupQueueError, NotFound):
 
 class CollectionExists(GroupQueueError, AlreadyExists):
     """The group already declares a collection with that name."""
+
+
+class QueuePermissionDenied(GroupQueueError, PermissionDenied):
+    """The principal may not do this to the queue."""
 
 
 class MessageNotFound(GroupQueueError, NotFound):
