@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
@@ -79,6 +80,26 @@ class PayloadTooLarge(DomainError):
 def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     """The error body every API error uses."""
     return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+class Unavailable(DomainError):
+    """The service cannot answer now (its database is unreachable or
+    overloaded); retry after ``Retry-After`` seconds."""
+
+    status_code = 503
+    code = "unavailable"
+    headers = {"Retry-After": "1"}
+
+
+def _unavailable(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A database that refuses or drops connections (too many clients, a
+    restart, a pool exhausted, SQLite's busy timeout): 503, never 500; the
+    next request reconnects (Django drops a broken connection at the
+    request's end)."""
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    logger.warning("database unavailable: %s", first_line)
+    body = envelope(Unavailable.code, "The database is unavailable; retry shortly.")
+    return Unavailable.status_code, body, dict(Unavailable.headers)
 
 
 def _flatten_validation(detail: Any) -> Any:
@@ -147,6 +168,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         status, body = 413, envelope("payload_too_large", PayloadTooLarge.__doc__ or "")
     elif isinstance(exc, drf.APIException):
         status, body, headers = _from_drf(exc)
+    elif isinstance(exc, OperationalError | InterfaceError):
+        status, body, headers = _unavailable(exc)
     else:
         return None  # unexpected: Django's 500 handler answers (see server_error)
     from rest_framework.views import set_rollback  # late: DRF settings import this module
