@@ -8,7 +8,7 @@ PY=.venv/bin/python
 export DEBUG="${DEBUG:-1}"
 PORT="${PORT:-8000}"
 "$PY" manage.py migrate --noinput
-"$PY" manage.py ensure_admin
+login=$("$PY" manage.py ensure_admin)
 "$PY" manage.py seed_demo
 
 pids=()
@@ -28,6 +28,16 @@ if "$PY" manage.py help queue_worker >/dev/null 2>&1; then
   "$PY" manage.py queue_worker &
   pids+=($!)
 fi
-echo "== web:   http://127.0.0.1:$PORT/admin/   http://127.0.0.1:$PORT/api/docs/"
+# Give the server a moment to print its banner, then the login last, beside the URLs.
+for _ in $(seq 50); do
+  "$PY" - "$PORT" 2>/dev/null <<'PYEOF' && break
+import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()
+PYEOF
+  sleep 0.2
+done
 echo "== Ctrl-C stops the web server and the worker"
+echo "== admin:    http://127.0.0.1:$PORT/admin/"
+echo "== API docs: http://127.0.0.1:$PORT/api/docs/   http://127.0.0.1:$PORT/api/redoc/"
+echo "== $login"
 wait -n

@@ -5,7 +5,7 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k claim).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh || exit 1
+scripts/bootstrap.sh --dev || exit 1
 PY=.venv/bin/python
 export PYTHONUNBUFFERED=1
 WORKERS="${PYTEST_WORKERS:-2}"
