@@ -16,7 +16,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+    path(
+        "api/redoc/",
+        SpectacularRedocView.as_view(url_name="schema", template_name="queueproject/redoc.html"),
+        name="redoc",
+    ),
     *[path("api/", include(urlconf)) for urlconf in settings.API_URLCONFS],
     # Anything else under /api/ is the JSON 404 envelope (also with DEBUG on).
     re_path(r"^api/", api_not_found),
