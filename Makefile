@@ -1,4 +1,4 @@
-.PHONY: run test lint check bench schemathesis
+.PHONY: run test lint check bench schemathesis serve
 
 run:    ## web + worker on SQLite with demo data
 	scripts/run.sh
@@ -12,3 +12,6 @@ lint:   ## ruff, ruff format --check, mypy (settings in pyproject.toml), migrati
 schemathesis:  ## fuzz the whole API against its OpenAPI schema, every check (slow; SQLite, then PostgreSQL if DATABASE_URL names it)
 	scripts/bootstrap.sh --dev && env -u DATABASE_URL .venv/bin/python -m pytest -m slow -q -p no:cacheprovider tests/test_schemathesis.py
 	@case "$${DATABASE_URL:-}" in postgres*) .venv/bin/python -m pytest -m slow -q -p no:cacheprovider tests/test_schemathesis.py;; esac
+
+serve:  ## production: migrate, then uvicorn (ASGI) + queue_worker + queue_maintenance against DATABASE_URL
+	scripts/serve.sh
