@@ -31,7 +31,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -71,7 +73,7 @@ def test_runnable_blocks__follow_the_markers():
 
 
 @pytest.fixture(scope="module")
-def product(tmp_path_factory: pytest.TempPathFactory):
+def product(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str], Path]]:
     """``scripts/run.sh`` on a database of its own; yields (base URL, its output)."""
     if not (ROOT / ".venv" / "bin" / "python").exists():
         pytest.skip("no .venv: the README's commands use .venv/bin/python (make test makes it)")
