@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.blackbox.server import Server
 from tests.browser.conftest import CHROMIUM_ARGS, PAGE_TIMEOUT, _require_chromium
 
 OFFLINE_ARGS = (
@@ -79,7 +78,7 @@ def _count(driver: Any, css: str) -> int:
     return found[0] if found else 0
 
 
-def test_offline_driver__cannot_reach_outside_hosts(offline_driver, browser_server: Server):
+def test_offline_driver__cannot_reach_outside_hosts(offline_driver, browser_server):
     from selenium.common.exceptions import WebDriverException
 
     with pytest.raises(WebDriverException, match="net::ERR_"):
@@ -94,7 +93,7 @@ def test_offline_driver__cannot_reach_outside_hosts(offline_driver, browser_serv
     ],
 )
 def test_api_docs__render_their_operations_offline(
-    offline_driver, browser_server: Server, path, operation_css
+    offline_driver, browser_server, path, operation_css
 ):
     offline_driver.get_log("performance")  # drop what earlier pages logged
     offline_driver.get(f"{browser_server.url}{path}")

@@ -49,7 +49,7 @@ def test_seed_demo__shows_every_state_in_queues_no_demo_worker_drains():
 
     call_command("seed_demo", stdout=StringIO())
     orders = Message.objects.filter(collection__group__slug="acme", collection__name="orders")
-    dead = sorted(orders.filter(state="dead").values_list("dead_reason", flat=True))
+    dead = sorted(str(r) for r in orders.filter(state="dead").values_list("dead_reason", flat=True))
     assert dead == ["exhausted", "expired", "failed"]
     assert orders.filter(state="dead", last_error__contains="(demo)").count() == 2
     ready = orders.filter(state="ready")
