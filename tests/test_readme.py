@@ -129,7 +129,8 @@ def test_readme__every_shell_block_runs_verbatim(product, tmp_path):
     script = ["set -euo pipefail"]
     for n, block in enumerate(blocks, 1):
         body = block.body.replace("http://127.0.0.1:8000", base)
-        script.append(f"echo '=== README block {n} (README.md line {block.line})'")
+        marker = f"=== README block {n} (README.md line {block.line}) at"
+        script.append(f'echo "{marker} ${{SECONDS}} s"')
         script.append(body)
     script.append("echo '=== all README blocks ran'")
     (tmp_path / "readme.sh").write_text("\n".join(script) + "\n")
@@ -144,3 +145,14 @@ def test_readme__every_shell_block_runs_verbatim(product, tmp_path):
     )
     # The walk-through claimed the message it enqueued and acked it.
     assert '"invoice": 1042' in done.stdout or '"invoice":1042' in done.stdout, done.stdout
+
+
+LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_readme_and_docs__link_only_to_files_in_the_repository():
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        assert "../shared" not in text and "SPEC.md" not in text, page
+        for target in LINK.findall(text):
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
