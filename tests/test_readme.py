@@ -116,7 +116,11 @@ def product(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
 
 def test_make_run__prints_the_urls_and_the_admin_login_last(product):
     _, _, log_path = product
-    ours = [line for line in log_path.read_text().splitlines() if line.startswith("== ")]
+    lines = log_path.read_text().splitlines()
+    login = next(i for i, line in enumerate(lines) if line.startswith("== Admin login: "))
+    started = next(i for i, line in enumerate(lines) if "consumer(s)" in line)
+    assert started < login, "the worker's start-up lines pushed the login up"
+    ours = [line for line in lines if line.startswith("== ")]
     assert ours[-1].startswith("== Admin login: admin / "), ours
     assert any("/admin/" in line for line in ours[-4:-1]), ours
     assert any("/api/docs/" in line for line in ours[-4:-1]), ours
