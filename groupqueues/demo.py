@@ -1,11 +1,11 @@
 """Demo queues for ``seed_demo`` (idempotent): ``emails`` and ``thumbnails`` on
 group ``acme`` (so the apps ``storefront`` and ``billing`` both resolve them),
-with a few messages keyed by idempotency keys so re-running adds nothing.
+with a few messages when the queue is created, so re-running adds nothing.
 ``seed_demo`` then runs the demo triggers of ``demo_consumers`` (``DEMO_SEEDS``)."""
 
 from typing import Any
 
-from groupqueues import demo_consumers, services
+from groupqueues import demo_consumers, demo_states, services
 from groupqueues.models import Collection
 from principals.models import Group
 
@@ -34,10 +34,12 @@ def seed(*, admin_user: Any, log: Any) -> None:
     if acme is None:  # the principals demo did not run
         return
     for name, settings in DEMO_QUEUES.items():
-        queue = Collection.objects.filter(group=acme, name=name).first()
-        if queue is None:
-            queue = services.collection_create(group=acme, name=name, **settings)
-            log(f"queue acme/{name}")
+        if Collection.objects.filter(group=acme, name=name).exists():
+            # Only with a new queue: the demo worker drains these (acked
+            # messages are deleted, keys and all), so a re-run would add them again.
+            continue
+        queue = services.collection_create(group=acme, name=name, **settings)
+        log(f"queue acme/{name}")
         messages = [
             services.NewMessage(payload=payload, idempotency_key=f"demo-{name}-{i}")
             for i, payload in enumerate(DEMO_MESSAGES[name])
@@ -49,4 +51,4 @@ def seed(*, admin_user: Any, log: Any) -> None:
             log(f"{created} messages in acme/{name}")
 
 
-DEMO_SEEDS = [seed, demo_consumers.seed]
+DEMO_SEEDS = [seed, demo_consumers.seed, demo_states.seed]

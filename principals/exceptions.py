@@ -41,3 +41,7 @@ class InvalidRole(InvalidInput):
 
 class RoleGrantDenied(PermissionDenied):
     """Only an owner may grant the owner role."""
+
+
+class UsernameTaken(AlreadyExists):
+    """A user with that username already exists."""

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -142,6 +143,23 @@ def user_get(*, username: str) -> Any:
         return User.objects.get(**{User.USERNAME_FIELD: username})
     except User.DoesNotExist as exc:
         raise err.UserNotFound(f"No user {username!r}.") from exc
+
+
+@transaction.atomic
+def user_create(*, username: str, password: str, email: str = "", staff: bool = False) -> Any:
+    """A login for the admin and the API (roles come from ``membership_grant``);
+    ``staff`` lets it into the admin. Raises UsernameTaken, InvalidInput (an
+    empty username or a password the validators refuse)."""
+    User = get_user_model()
+    if not username.strip():
+        raise err.InvalidInput("The username must not be empty.")
+    if User.objects.filter(**{User.USERNAME_FIELD: username}).exists():
+        raise err.UsernameTaken(f"User {username!r} already exists.")
+    try:
+        validate_password(password, User(**{User.USERNAME_FIELD: username, "email": email}))
+    except ValidationError as exc:
+        raise err.InvalidInput(" ".join(exc.messages)) from exc
+    return User.objects.create_user(username, email=email, password=password, is_staff=staff)
 
 
 def role_parse(name: str) -> Role:

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc as static files (no CDN)
     "queueproject",
     "principals",
     "groupqueues",
@@ -45,6 +46,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (admin, API docs) also with DEBUG off, from the one process.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -116,6 +119,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# WhiteNoise serves STATIC_ROOT (``collectstatic``, as the Dockerfile runs) and,
+# without it, the apps' static folders through the finders, so a checkout
+# started with DEBUG off (the black-box tests, `make serve`) serves them too.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 
 # Request bodies: Django's own cap (forms, admin) and the API's JSON parser cap.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("API_MAX_BODY_BYTES", default=2 * 1024 * 1024)
@@ -153,6 +160,10 @@ SPECTACULAR_SETTINGS = {
     "APPEND_COMPONENTS": {"securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}},
     "GET_LIB_DOC_EXCLUDES": "queueproject.schema.lib_doc_excludes",
     "PATH_CONVERTER_OVERRIDES": {"api_id": {"type": "string", "format": "uuid"}},
+    # Swagger UI and Redoc from drf-spectacular-sidecar's pinned copies (works offline).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 CACHES = {

@@ -1,7 +1,11 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+)
 
 from queueproject.exceptions import api_not_found
 
@@ -12,6 +16,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path(
+        "api/redoc/",
+        SpectacularRedocView.as_view(url_name="schema", template_name="queueproject/redoc.html"),
+        name="redoc",
+    ),
     *[path("api/", include(urlconf)) for urlconf in settings.API_URLCONFS],
     # Anything else under /api/ is the JSON 404 envelope (also with DEBUG on).
     re_path(r"^api/", api_not_found),

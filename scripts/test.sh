@@ -5,7 +5,9 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k claim).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh || exit 1
+scripts/bootstrap.sh --dev || exit 1
+# The browser tests (tests/browser/) need Debian's chromium and chromedriver.
+scripts/browser.sh >/dev/null || echo "== no browser: the browser tests skip (fail with CI=true)"
 PY=.venv/bin/python
 export PYTHONUNBUFFERED=1
 WORKERS="${PYTEST_WORKERS:-2}"

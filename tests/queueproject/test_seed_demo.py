@@ -40,3 +40,37 @@ def test_seed_demo__second_run_adds_nothing():
     assert counts() == first
     assert first["groupqueues.Message"] > 0 and first["sessionqueues.QueuedMessage"] > 0
     assert first["groupqueues.Trigger"] > 0  # groupqueues.demo's second seeder (DEMO_SEEDS)
+
+
+@pytest.mark.django_db
+def test_seed_demo__shows_every_state_in_queues_no_demo_worker_drains():
+    from groupqueues.models import Collection, Message, Trigger
+    from sessionqueues.models import PendingMove, QueuedMessage
+
+    call_command("seed_demo", stdout=StringIO())
+    orders = Message.objects.filter(collection__group__slug="acme", collection__name="orders")
+    dead = sorted(str(r) for r in orders.filter(state="dead").values_list("dead_reason", flat=True))
+    assert dead == ["exhausted", "expired", "failed"]
+    assert orders.filter(state="dead", last_error__contains="(demo)").count() == 2
+    ready = orders.filter(state="ready")
+    from django.utils import timezone
+
+    assert ready.filter(deliver_after__gt=timezone.now()).count() == 1  # delayed
+    assert ready.filter(deliver_after__lte=timezone.now()).count() >= 3  # ready now
+    reports = Collection.objects.get(group__slug="acme", name="reports")
+    assert reports.paused and Message.objects.filter(collection=reports).count() == 2
+    names = set(Trigger.objects.values_list("collection_name", flat=True))
+    assert not names & {"orders", "reports"}  # no demo worker drains them
+    assert PendingMove.objects.count() == 1 and QueuedMessage.objects.count() == 3
+
+
+@pytest.mark.django_db
+def test_seed_demo__a_rerun_after_the_worker_drained_the_demo_queues_adds_nothing():
+    from groupqueues.models import Message
+
+    call_command("seed_demo", stdout=StringIO())
+    drained = Message.objects.filter(collection__name__in=["emails", "thumbnails"])
+    drained.delete()  # what the demo worker's acks leave
+    before = Message.objects.count()
+    call_command("seed_demo", stdout=StringIO())
+    assert Message.objects.count() == before
