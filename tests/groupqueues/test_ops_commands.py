@@ -252,9 +252,6 @@ def test_queue_message__bad_arguments(queue, action, target, extra, message):
         ("queue_dead", "list", "acme/emails", "--reason", "lost"),
         ("queue_dead", "list", "nobody/emails"),
         ("queue_dead", "redrive", "acme/emails", "--since", "soon", "--json"),
-        ("queue_redrive", "emails"),
-        ("queue_pause", "nobody/emails"),
-        ("queue_message", "show", "nobody/emails", "x"),
     ],
 )
 def test_commands__errors_are_one_line_and_non_zero_from_the_shell(args):
