@@ -28,10 +28,10 @@ from django.utils.html import format_html
 from groupqueues import admin_dead, selectors, services
 from groupqueues.exceptions import GroupQueueError, InvalidQueueInput
 from groupqueues.excerpts import error_excerpt, payload_excerpt
-from groupqueues.validation import PRIORITY_MAX, PRIORITY_MIN
 from groupqueues.models import Collection, CollectionKind, Message, MessageState
 from groupqueues.selectors import QueueStats
 from groupqueues.settings_ranges import SETTING_RANGES
+from groupqueues.validation import PRIORITY_MAX, PRIORITY_MIN
 from principals.admin import CapabilityAdmin, admin_principal
 from principals.authz import Capability, has_capability, readable_groups
 from principals.models import Group
@@ -461,9 +461,7 @@ class MessageAdmin(CapabilityAdmin):
         return error_excerpt(obj.last_error) or "-"
 
     # operator changes to waiting messages (QUEUE_MANAGE, as redrive)
-    def _each(
-        self, request: HttpRequest, chosen: list[Message], change: Any, note: str
-    ) -> int:
+    def _each(self, request: HttpRequest, chosen: list[Message], change: Any, note: str) -> int:
         """``change(message)`` (a service call) for each message; refusals
         (not waiting any more, bad input) are counted and reported, not raised."""
         done, refused = 0, []
@@ -507,8 +505,12 @@ class MessageAdmin(CapabilityAdmin):
                 request, "admin/groupqueues/message/change_priority.html", context
             )
         priority = form.cleaned_data["priority"]
-        done = self._each(request, chosen, lambda m: services.message_set_priority(
-            collection=m.collection, id=m.id, priority=priority), f"Priority {priority}")  # fmt: skip
+        done = self._each(
+            request, chosen,
+            lambda m: services.message_set_priority(
+                collection=m.collection, id=m.id, priority=priority),
+            f"Priority {priority}",
+        )  # fmt: skip
         messages.success(request, f"Set priority {priority} on {done} message(s).")
         return None
 
@@ -553,7 +555,9 @@ class MessageAdmin(CapabilityAdmin):
         if do == "priority":
             form = PriorityForm(request.POST)
             if not form.is_valid():
-                raise InvalidQueueInput.field("priority", "; ".join(form.errors["priority"]))
+                raise InvalidQueueInput.field(
+                    "priority", "; ".join(str(e) for e in form.errors["priority"])
+                )
             priority = form.cleaned_data["priority"]
             return services.message_set_priority(
                 collection=collection, id=message.id, priority=priority

@@ -418,7 +418,7 @@ class DeadFilterSerializer(StrictSerializer):
         help_text="At most this many, most recent death first.",
     )  # fmt: skip
 
-    def validate(self, data: dict[str, Any]) -> DeadFilter:  # type: ignore[override]
+    def validate(self, data: dict[str, Any]) -> DeadFilter:
         try:
             return dead_filter(**data)
         except InvalidQueueInput as exc:

@@ -369,7 +369,7 @@ class RedriveView(APIView):
 @QUEUE_ROUTE
 class PurgeView(APIView):
     @extend_schema(
-        tags=[TAG], summary="Delete ready (and optionally dead) messages, or the dead a filter selects (manage)",
+        tags=[TAG], summary="Delete ready (and dead) messages, or dead ones by filter (manage)",
         request=s.PurgeSerializer, responses={200: s.CountSerializer, **ERROR_RESPONSES},
     )  # fmt: skip
     def post(self, request: Request, g: str, q: str) -> Response:

@@ -13,7 +13,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
 from principals import services
@@ -249,7 +249,7 @@ def scopes_html(scopes: list[str]) -> str:
 
 class TokenCreateForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
-        choices=lambda: [(s.value, f"{s.value}: {'; '.join(scope_allows(s.value))}") for s in Scope],
+        choices=lambda: [(s.value, f"{s.value}: {'; '.join(scope_allows(s))}") for s in Scope],
         widget=forms.CheckboxSelectMultiple, required=True,
     )  # fmt: skip
 

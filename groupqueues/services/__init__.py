@@ -73,7 +73,6 @@ from groupqueues.services.maintenance import (
     messages_redrive,
     messages_sweep_expired,
 )
-from groupqueues.services.waiting import message_retry_now, message_set_priority
 from groupqueues.services.types import (
     MAX_ACK_BATCH,
     MAX_BATCH,
@@ -87,6 +86,7 @@ from groupqueues.services.types import (
     NewMessage,
     SweepResult,
 )
+from groupqueues.services.waiting import message_retry_now, message_set_priority
 
 __all__ = [
     "CLAIM_FLOOR_MARGIN",

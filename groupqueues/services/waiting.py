@@ -29,14 +29,14 @@ def message_retry_now(*, collection: Collection, id: uuid.UUID | str) -> Message
     return _still_waiting(collection, message.id)
 
 
-def message_set_priority(
-    *, collection: Collection, id: uuid.UUID | str, priority: int
-) -> Message:
+def message_set_priority(*, collection: Collection, id: uuid.UUID | str, priority: int) -> Message:
     """Change the priority of a ready message (its place in the claim order).
     One UPDATE fenced by the ready state. Returns the message. Raises
     InvalidQueueInput (``priority`` outside -1000…1000), MessageNotFound,
     MessageNotWaiting."""
-    priority = check.check_int(priority, "priority", low=check.PRIORITY_MIN, high=check.PRIORITY_MAX)
+    priority = check.check_int(
+        priority, "priority", low=check.PRIORITY_MIN, high=check.PRIORITY_MAX
+    )
     message = message_get(collection=collection, id=id)
     Message.objects.of(collection).ready().filter(id=message.id).update(priority=priority)
     return _still_waiting(collection, message.id)

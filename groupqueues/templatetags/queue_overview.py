@@ -5,6 +5,7 @@ leases (leaders and locks) held right now."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ class GroupRow:
     """Counts of one group's queues (or of all of them: the total row)."""
 
     label: str
-    group_id: int | None = None
+    group_id: uuid.UUID | None = None
     queues: int = 0
     paused: int = 0
     pending: int = 0
@@ -43,7 +44,7 @@ class GroupRow:
 def overview_rows(collections: list[Collection]) -> list[GroupRow]:
     """One row per group (by slug) then the total, from ``collections_stats``."""
     stats = selectors.collections_stats(collections=collections)
-    rows: dict[int, GroupRow] = {}
+    rows: dict[uuid.UUID, GroupRow] = {}
     total = GroupRow("all groups")
     for c in collections:
         row = rows.setdefault(c.group_id, GroupRow(c.group.slug, c.group_id))

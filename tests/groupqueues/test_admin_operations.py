@@ -11,7 +11,7 @@ from django.contrib.admin.models import LogEntry
 from django.test import Client
 
 from groupqueues import services, trigger_services
-from groupqueues.models import Collection, Message
+from groupqueues.models import Message
 from principals.models import Role
 from queueproject import leases
 from tests.factories import AppFactory, UserFactory, make_token, member
@@ -159,7 +159,9 @@ def act(client, action, ids, **extra):
 def test_actions__retry_now_and_change_priority(superuser, queue, frozen):
     first, second = enqueue(queue, delay_seconds=60), enqueue(queue, delay_seconds=60)
     act(superuser, "retry_now", [first, second])
-    assert Message.objects.of(queue).delayed(Message.objects.get(id=first).deliver_after).count() == 0
+    assert (
+        Message.objects.of(queue).delayed(Message.objects.get(id=first).deliver_after).count() == 0
+    )
     page = act(superuser, "change_priority", [first])
     assert page.status_code == 200 and b"new priority" in page.content
     act(superuser, "change_priority", [first, second], priority="-4")
@@ -222,5 +224,3 @@ def test_index__superuser_sees_leases(superuser, queue):
 def test_root__redirects_to_the_admin(client):
     response = client.get("/")
     assert response.status_code == 302 and response.url == "/admin/"
-
-

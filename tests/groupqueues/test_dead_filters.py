@@ -78,7 +78,11 @@ def test_redrive__by_filter_moves_only_the_matches(queue, frozen):
     assert now[ids["failed_old"]] == now[ids["failed_new"]] == "ready"
     assert now[ids["expired"]] == now[ids["exhausted"]] == "dead"
     redriven = Message.objects.get(id=ids["failed_old"])
-    assert (redriven.attempt, redriven.last_error, redriven.dead_reason) == (0, "SMTP timeout", None)
+    assert (redriven.attempt, redriven.last_error, redriven.dead_reason) == (
+        0,
+        "SMTP timeout",
+        None,
+    )
 
 
 def test_redrive__by_filter_with_limit(queue, frozen):

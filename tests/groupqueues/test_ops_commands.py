@@ -71,7 +71,9 @@ def test_queue_dead_list__filters(queue, frozen, options, expected):
 
 def test_queue_dead_list__iso_since(queue, frozen):
     ids = a_mix(queue)
-    since = Message.objects.get(id=ids["expired"]).died_at.isoformat()
+    died_at = Message.objects.get(id=ids["expired"]).died_at
+    assert died_at is not None
+    since = died_at.isoformat()
     body = run_json("queue_dead", "list", "acme/emails", "--since", since)
     assert len(body["messages"]) == 3
 
@@ -90,7 +92,9 @@ def test_queue_dead_redrive__by_filter(queue, frozen):
 
 def test_queue_dead_purge__by_filter_keeps_live_messages(queue, frozen):
     ids = a_mix(queue)
-    body = run_json("queue_dead", "purge", "acme/emails", "--error-contains", "smtp", "--limit", "1")
+    body = run_json(
+        "queue_dead", "purge", "acme/emails", "--error-contains", "smtp", "--limit", "1"
+    )
     assert body["count"] == 1 and body["filter"] == {"error_contains": "smtp", "limit": 1}
     assert ids["exhausted"] not in states(queue)
     run("queue_dead", "purge", "acme/emails", "--all")

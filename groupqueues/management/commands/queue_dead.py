@@ -42,7 +42,9 @@ class Command(cli.OpsCommand):
             for m in dead
         ]  # fmt: skip
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+        ]
         footer = f"{len(dead)} dead message(s) of {cli.queue_label(queue)}"
         if where.limit is not None and len(dead) == where.limit:
             footer += f" (first {where.limit}; --limit N shows more)"

@@ -22,7 +22,9 @@ class Command(cli.OpsCommand):
         parser.add_argument("queue", help="GROUP/NAME (group slug or id)")
         parser.add_argument("id", help="the message id (a UUID)")
         parser.add_argument(
-            "--priority", type=int, help=f"priority: the new priority ({PRIORITY_MIN}…{PRIORITY_MAX})"
+            "--priority",
+            type=int,
+            help=f"priority: the new priority ({PRIORITY_MIN}…{PRIORITY_MAX})",
         )
 
     def run(self, *args: Any, **opts: Any) -> None:
@@ -63,7 +65,8 @@ class Command(cli.OpsCommand):
     @staticmethod
     def _text(action: str, message: Message) -> str:
         if action == "retry-now":
-            return f"Message {message.id} is due now (ready since {message.deliver_after:%Y-%m-%d %H:%M:%S%z})."
+            since = message.deliver_after.isoformat(timespec="seconds")
+            return f"Message {message.id} is due now (ready since {since})."
         if action == "priority":
             return f"Message {message.id} now has priority {message.priority}."
         width = max(len(name) for name in SHOWN)
