@@ -154,6 +154,10 @@ SPECTACULAR_SETTINGS = {
     "GET_LIB_DOC_EXCLUDES": "queueproject.schema.lib_doc_excludes",
     "PATH_CONVERTER_OVERRIDES": {"api_id": {"type": "string", "format": "uuid"}},
 }
+# One schema name for the dead reasons (a message's dead_reason and the
+# dead-message filter's reason list use the same choices).
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["DeadReasonEnum"] = "groupqueues.models.DeadReason"  # type: ignore[index]
 
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
