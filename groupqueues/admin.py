@@ -533,16 +533,15 @@ class MessageAdmin(CapabilityAdmin):
 
     def operate(self, request: HttpRequest, pk: int) -> HttpResponse:
         """POST ``do`` = redrive | retry-now | priority (with ``priority``)."""
-        message = self.get_queryset(request).select_related("collection__group").filter(pk=pk)
-        found = message.first()
+        found = self.get_queryset(request).select_related("collection__group").filter(pk=pk).first()
         if found is None:
             raise Http404("No such message.")
         if request.method != "POST" or not may(request, Capability.QUEUE_MANAGE, found.group):
             raise PermissionDenied
         do = request.POST.get("do", "")
-        done = self._each(request, [found], lambda m: self._operate(m, do, request), f"{do}")
+        done = self._each(request, [found], lambda m: self._operate(m, do, request), f"Admin: {do}")
         if done:
-            messages.success(request, OPERATION_DONE.get(do, "Done."))
+            messages.success(request, OPERATION_DONE[do])
         return HttpResponseRedirect(reverse("admin:groupqueues_message_change", args=[pk]))
 
     @staticmethod

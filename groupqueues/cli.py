@@ -51,8 +51,7 @@ def queue_ref(ref: str) -> Collection:
     group_ref, slash, name = ref.rpartition("/")
     if not slash or not group_ref or not name:
         raise CommandError(f"Give the queue as GROUP/NAME, not {ref!r}.")
-    queue = services.collection_get(group=group_get(ref=group_ref), name=name)
-    return queue
+    return services.collection_get(group=group_get(ref=group_ref), name=name)
 
 
 def queue_label(queue: Collection) -> str:

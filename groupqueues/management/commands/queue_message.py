@@ -1,4 +1,7 @@
+import json
 from typing import Any
+
+from django.core.management.base import CommandError
 
 from groupqueues import cli, services
 from groupqueues.exceptions import MessageNotFound
@@ -31,13 +34,11 @@ class Command(cli.OpsCommand):
         queue = cli.queue_ref(opts["queue"])
         action = opts["action"]
         if (opts["priority"] is None) == (action == "priority"):
-            raise cli.CommandError("--priority N goes with the priority action (and only with it).")
+            raise CommandError("--priority N goes with the priority action (and only with it).")
         try:
             message = services.message_get(collection=queue, id=opts["id"])
         except MessageNotFound:
-            raise cli.CommandError(
-                f"No message {opts['id']!r} in {cli.queue_label(queue)}."
-            ) from None
+            raise CommandError(f"No message {opts['id']!r} in {cli.queue_label(queue)}.") from None
         if action == "retry-now":
             message = services.message_retry_now(collection=queue, id=message.id)
         elif action == "priority":
@@ -51,11 +52,11 @@ class Command(cli.OpsCommand):
 
     def _cancel(self, queue: Collection, message: Message, opts: dict[str, Any]) -> None:
         if message.state == MessageState.DEAD:
-            raise cli.CommandError(
+            raise CommandError(
                 f"Message {message.id} is dead: delete it with queue_dead purge, or redrive it."
             )
         if not services.message_cancel(collection=queue, id=message.id):
-            raise cli.CommandError(f"Message {message.id} is gone (acked or cancelled meanwhile).")
+            raise CommandError(f"Message {message.id} is gone (acked or cancelled meanwhile).")
         self.emit(
             opts,
             {"id": str(message.id), "cancelled": True},
@@ -77,7 +78,5 @@ def _shown(value: Any) -> str:
     if value is None or value == "":
         return "-"
     if isinstance(value, dict | list):
-        import json
-
         return json.dumps(value, ensure_ascii=False)
     return str(value)

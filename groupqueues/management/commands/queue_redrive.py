@@ -1,5 +1,7 @@
 from typing import Any
 
+from django.core.management.base import CommandError
+
 from groupqueues import cli, services
 
 
@@ -21,7 +23,7 @@ class Command(cli.OpsCommand):
             cli.redrive_or_purge(self, opts, queue=queue, purge=False)
             return
         if opts["all"] or not cli.filter_from(opts).is_empty:
-            raise cli.CommandError("Give --id, or filter options / --all, not both.")
+            raise CommandError("Give --id, or filter options / --all, not both.")
         count = services.messages_redrive(collection=queue, ids=opts["ids"])
         self.emit(
             opts,
