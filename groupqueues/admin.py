@@ -18,15 +18,20 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 
-from groupqueues import selectors, services
+from groupqueues import admin_dead, selectors, services
+from groupqueues.exceptions import GroupQueueError, InvalidQueueInput
+from groupqueues.excerpts import error_excerpt, payload_excerpt
 from groupqueues.models import Collection, CollectionKind, Message, MessageState
 from groupqueues.selectors import QueueStats
 from groupqueues.settings_ranges import SETTING_RANGES
+from groupqueues.validation import PRIORITY_MAX, PRIORITY_MIN
 from principals.admin import CapabilityAdmin, admin_principal
 from principals.authz import Capability, has_capability, readable_groups
 from principals.models import Group
@@ -200,23 +205,38 @@ class CollectionAdmin(CapabilityAdmin):
         return live_stats(obj).delayed
 
     @admin.display(description="dead")
-    def dead(self, obj: Collection) -> int:
-        return live_stats(obj).dead
+    def dead(self, obj: Collection) -> str:
+        url = reverse("admin:groupqueues_collection_dead", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, live_stats(obj).dead)
 
     @admin.display(description="oldest pending")
     def oldest_pending_age(self, obj: Collection) -> str:
         return age(live_stats(obj).oldest_pending_age_seconds)
 
     @admin.display(description="stats")
-    def stats_summary(self, obj: Collection) -> str:
+    def stats_summary(self, obj: Collection) -> str:  # HTML (format_html)
         if obj.pk is None:  # unsaved: django-stubs type an auto pk as int, never None
             return "-"  # type: ignore[unreachable]
         stats = services.collection_stats(collection=obj)
-        return (
-            f"depth {stats.depth}, pending {stats.depth_pending}, delayed {stats.delayed}, "
-            f"in flight {stats.in_flight}, dead {stats.dead}, "
-            f"oldest pending {age(stats.oldest_pending_age_seconds)}"
-        )
+        url = reverse("admin:groupqueues_collection_dead", args=[obj.pk])
+        return format_html(
+            "depth {}, pending {}, delayed {}, in flight {}, "
+            '<a href="{}">dead {}</a>, oldest pending {}',
+            stats.depth, stats.depth_pending, stats.delayed, stats.in_flight, url, stats.dead,
+            age(stats.oldest_pending_age_seconds),
+        )  # fmt: skip
+
+    def get_urls(self) -> list[Any]:
+        dead = self.admin_site.admin_view(self.dead_messages)
+        own = [path("<int:pk>/dead/", dead, name="groupqueues_collection_dead")]
+        return own + super().get_urls()
+
+    def dead_messages(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """The queue's dead messages by filter, with redrive / purge (``admin_dead``)."""
+        collection = self.get_queryset(request).select_related("group").filter(pk=pk).first()
+        if collection is None:
+            raise Http404("No such queue.")
+        return admin_dead.dead_messages_view(self, request, collection)
 
     # actions: each collection is checked for QUEUE_MANAGE on its group
     def _managed(self, request: HttpRequest, queryset: QuerySet[Collection]) -> list[Collection]:
@@ -342,13 +362,15 @@ class MessageAdmin(CapabilityAdmin):
     view_capability = Capability.QUEUE_READ
     change_capability = Capability.QUEUE_CONSUME
     list_display = [
-        "id", "collection", "state", "priority", "attempt", "max_attempts", "enqueued_at",
-        "deliver_after", "claimed_by", "lease_expires_at", "dead_reason", "died_at",
+        "id", "collection", "state", "priority", "attempt", "max_attempts", "payload_excerpt",
+        "error_excerpt", "enqueued_at", "deliver_after", "claimed_by", "lease_expires_at",
+        "dead_reason", "died_at",
     ]  # fmt: skip
     list_filter = ["state", "dead_reason", PriorityFilter, GroupFilter, CollectionFilter]
     list_select_related = ["collection__group"]
-    search_fields = ["=id", "idempotency_key", "claimed_by", "enqueued_by"]
-    actions = ["cancel", "redrive"]
+    search_fields = ["=id", "idempotency_key", "claimed_by", "enqueued_by", "last_error"]
+    actions = ["cancel", "redrive", "retry_now", "change_priority"]
+    change_form_template = "admin/groupqueues/message/change_form.html"
     fields = (
         "id", "group", "collection", "state", "payload_pretty", "priority", "attempt",
         "max_attempts", "enqueued_at", "enqueued_by", "deliver_after", "expires_at",
@@ -428,6 +450,138 @@ class MessageAdmin(CapabilityAdmin):
             for message in chosen:
                 self.log_change(request, message, "Redriven")
         messages.success(request, f"Redrove {total} dead message(s).")
+
+    # excerpts in the list (the full payload and error are on the message's page)
+    @admin.display(description="payload")
+    def payload_excerpt(self, obj: Message) -> str:
+        return payload_excerpt(obj.payload)
+
+    @admin.display(description="last error")
+    def error_excerpt(self, obj: Message) -> str:
+        return error_excerpt(obj.last_error) or "-"
+
+    # operator changes to waiting messages (QUEUE_MANAGE, as redrive)
+    def _each(self, request: HttpRequest, chosen: list[Message], change: Any, note: str) -> int:
+        """``change(message)`` (a service call) for each message; refusals
+        (not waiting any more, bad input) are counted and reported, not raised."""
+        done, refused = 0, []
+        for message in chosen:
+            try:
+                change(message)
+            except GroupQueueError as exc:
+                refused.append(exc.message)
+                continue
+            self.log_change(request, message, note)
+            done += 1
+        if refused:
+            messages.warning(request, f"Skipped {len(refused)}: {refused[0]}")
+        return done
+
+    @admin.action(description="Retry selected waiting messages now", permissions=["manage"])
+    def retry_now(self, request: HttpRequest, queryset: Any) -> None:
+        chosen = self._allowed(request, queryset, Capability.QUEUE_MANAGE)
+        done = self._each(request, chosen, lambda m: services.message_retry_now(
+            collection=m.collection, id=m.id), "Retried now")  # fmt: skip
+        messages.success(request, f"{done} message(s) are due now.")
+
+    @admin.action(description="Change priority of selected waiting messages...",
+                  permissions=["manage"])  # fmt: skip
+    def change_priority(self, request: HttpRequest, queryset: Any) -> TemplateResponse | None:
+        """Ask for the priority (a form page); then set it on each ready message."""
+        chosen = self._allowed(request, queryset, Capability.QUEUE_MANAGE)
+        if not chosen:
+            return None
+        form = PriorityForm(request.POST if "priority" in request.POST else None)
+        if not form.is_valid():
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Change the priority of waiting messages",
+                "opts": self.model._meta,
+                "chosen": chosen,
+                "form": form,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(
+                request, "admin/groupqueues/message/change_priority.html", context
+            )
+        priority = form.cleaned_data["priority"]
+        done = self._each(
+            request, chosen,
+            lambda m: services.message_set_priority(
+                collection=m.collection, id=m.id, priority=priority),
+            f"Priority {priority}",
+        )  # fmt: skip
+        messages.success(request, f"Set priority {priority} on {done} message(s).")
+        return None
+
+    # the message's own page: redrive (dead), retry now and priority (ready)
+    def get_urls(self) -> list[Any]:
+        operate = self.admin_site.admin_view(self.operate)
+        own = [path("<int:pk>/operate/", operate, name="groupqueues_message_operate")]
+        return own + super().get_urls()
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:  # fmt: skip
+        message = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if message is not None and may(request, Capability.QUEUE_MANAGE, message.group):
+            extra["operations"] = operations_of(message)
+            extra["priority_range"] = (PRIORITY_MIN, PRIORITY_MAX)
+        return super().change_view(request, object_id, form_url, extra)
+
+    def operate(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """POST ``do`` = redrive | retry-now | priority (with ``priority``)."""
+        found = self.get_queryset(request).select_related("collection__group").filter(pk=pk).first()
+        if found is None:
+            raise Http404("No such message.")
+        if request.method != "POST" or not may(request, Capability.QUEUE_MANAGE, found.group):
+            raise PermissionDenied
+        do = request.POST.get("do", "")
+        done = self._each(request, [found], lambda m: self._operate(m, do, request), f"Admin: {do}")
+        if done:
+            messages.success(request, OPERATION_DONE[do])
+        return HttpResponseRedirect(reverse("admin:groupqueues_message_change", args=[pk]))
+
+    @staticmethod
+    def _operate(message: Message, do: str, request: HttpRequest) -> Any:
+        collection = message.collection
+        if do == "redrive":
+            return services.messages_redrive(collection=collection, ids=[message.id])
+        if do == "retry-now":
+            return services.message_retry_now(collection=collection, id=message.id)
+        if do == "priority":
+            form = PriorityForm(request.POST)
+            if not form.is_valid():
+                raise InvalidQueueInput.field(
+                    "priority", "; ".join(str(e) for e in form.errors["priority"])
+                )
+            priority = form.cleaned_data["priority"]
+            return services.message_set_priority(
+                collection=collection, id=message.id, priority=priority
+            )
+        raise InvalidQueueInput.field("do", f"Unknown operation {do!r}.")
+
+
+OPERATION_DONE = {
+    "redrive": "Redriven: the message is ready again (attempt 0).",
+    "retry-now": "The message is due now.",
+    "priority": "Priority changed.",
+}
+
+
+def operations_of(message: Message) -> list[str]:
+    """What the message's page offers for its state."""
+    if message.state == MessageState.DEAD:
+        return ["redrive"]
+    if message.state == MessageState.READY:
+        return ["retry-now", "priority"]
+    return []
+
+
+class PriorityForm(forms.Form):
+    priority = forms.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX)
 
 
 # Triggers, consumers and Django Tasks runs live in their own module.

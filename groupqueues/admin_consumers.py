@@ -119,3 +119,52 @@ class TaskRunAdmin(admin.ModelAdmin):
 for model, model_admin in ((Trigger, TriggerAdmin), (TaskRun, TaskRunAdmin)):
     if not admin.site.is_registered(model):
         admin.site.register(model, model_admin)
+
+
+class ConsumerAdmin(CapabilityAdmin):
+    """The materialised consumers (read-only: ``consumers_sync`` writes them):
+    which handler runs on which queue, as which app."""
+
+    list_display = ["__str__", "trigger_group", "queue", "handler", "app", "enabled", "created_at"]
+    list_filter = ["trigger__enabled", "trigger__handler"]
+    list_select_related = ["trigger__group", "app"]
+    search_fields = ["trigger__collection_name", "trigger__handler", "app__slug"]
+
+    def group_of(self, obj: Consumer) -> Group:
+        return obj.trigger.group
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        qs = super().get_queryset(request).select_related("trigger__group", "app")
+        if request.user.is_superuser:
+            return qs
+        groups = [g.pk for g in readable_groups(admin_principal(request))]
+        return qs.filter(trigger__group__in=groups)
+
+    @admin.display(description="group", ordering="trigger__group__slug")
+    def trigger_group(self, obj: Consumer) -> str:
+        return obj.trigger.group.slug
+
+    @admin.display(description="queue", ordering="trigger__collection_name")
+    def queue(self, obj: Consumer) -> str:
+        return obj.trigger.collection_name
+
+    @admin.display(description="handler")
+    def handler(self, obj: Consumer) -> str:
+        return obj.trigger.handler
+
+    @admin.display(description="enabled", boolean=True)
+    def enabled(self, obj: Consumer) -> bool:
+        return obj.trigger.enabled
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+if not admin.site.is_registered(Consumer):
+    admin.site.register(Consumer, ConsumerAdmin)

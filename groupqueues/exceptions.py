@@ -70,3 +70,7 @@ class QueueFull(GroupQueueError):
 
 class TriggerExists(GroupQueueError, AlreadyExists):
     """The group already runs that handler on that collection."""
+
+
+class MessageNotWaiting(GroupQueueError, Conflict):
+    """The message is not waiting (ready): it is claimed or dead."""

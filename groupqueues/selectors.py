@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Count, Min, Q, QuerySet
 
 from groupqueues import exceptions as err
+from groupqueues.dead_filters import DeadFilter
 from groupqueues.models import Collection, CollectionKind, Message, MessageQuerySet
 from principals.models import App, Group
 from queueproject import clock
@@ -169,7 +170,7 @@ def _stats(ready: dict[str, Any] | None, in_flight: int, dead: int, now: datetim
     )
 
 
-def messages_dead(*, collection: Collection) -> MessageQuerySet:
-    """The dead messages of a collection, most recent death first (a QuerySet to
-    paginate; served by the gq_msg_dead index)."""
-    return Message.objects.of(collection).dead().order_by("-died_at", "-seq")
+def messages_dead(*, collection: Collection, where: DeadFilter | None = None) -> MessageQuerySet:
+    """The dead messages of a collection (those ``where`` selects), most recent
+    death first (a QuerySet to paginate; served by the gq_msg_dead index)."""
+    return (where or DeadFilter()).apply(Message.objects.of(collection).dead())

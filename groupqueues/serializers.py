@@ -17,8 +17,20 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from groupqueues import validation as check
+from groupqueues.dead_filters import (
+    DEAD_FILTER_LIMIT_MAX,
+    ERROR_CONTAINS_MAX,
+    DeadFilter,
+    dead_filter,
+)
 from groupqueues.exceptions import InvalidQueueInput
-from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind, Message
+from groupqueues.models import (
+    COLLECTION_NAME_VALIDATOR,
+    Collection,
+    CollectionKind,
+    DeadReason,
+    Message,
+)
 from groupqueues.selectors import QueueStats
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
 from groupqueues.settings_ranges import SETTING_RANGES
@@ -386,13 +398,49 @@ class MessageSerializer(serializers.ModelSerializer):
 # ------------------------------------------------------------------- manage
 
 
+class DeadFilterSerializer(StrictSerializer):
+    """Which dead messages (``groupqueues.dead_filters``): validates to a
+    ``DeadFilter``; every field optional, an empty object selects all."""
+
+    reason = serializers.ListField(
+        child=serializers.ChoiceField(choices=DeadReason.choices), required=False,
+        min_length=1, max_length=len(DeadReason.values),
+        help_text="Dead for one of these reasons.",
+    )  # fmt: skip
+    since = AwareDateTimeField(required=False, help_text="Died at or after this time.")
+    until = AwareDateTimeField(required=False, help_text="Died before this time (after since).")
+    error_contains = StrictCharField(
+        required=False, min_length=1, max_length=ERROR_CONTAINS_MAX, trim_whitespace=False,
+        help_text="The last error contains this text (case-insensitive).",
+    )  # fmt: skip
+    limit = StrictIntegerField(
+        required=False, min_value=1, max_value=DEAD_FILTER_LIMIT_MAX,
+        help_text="At most this many, most recent death first.",
+    )  # fmt: skip
+
+    def validate(self, data: dict[str, Any]) -> DeadFilter:
+        try:
+            return dead_filter(**data)
+        except InvalidQueueInput as exc:
+            raise serializers.ValidationError(exc.details) from exc
+
+
+_ALL_FALSE = {"all": {"allOf": [{"enum": [False]}]}}
+
+
 class RedriveSerializer(StrictSerializer):
-    # "ids" with "all" absent or false, or "all": true alone. (The enums sit in an
-    # allOf so that drf-spectacular's enum hook leaves them inline.)
+    # Exactly one of: "ids", "all": true, "filter" ("all" absent or false
+    # otherwise). (The enums sit in an allOf so that drf-spectacular's enum
+    # hook leaves them inline.)
     schema_rules = {
         "oneOf": [
-            {"required": ["ids"], "properties": {"all": {"allOf": [{"enum": [False]}]}}},
-            {"required": ["all"], "properties": {"all": {"allOf": [{"enum": [True]}]}}},
+            {"required": ["ids"], "properties": _ALL_FALSE, "not": {"required": ["filter"]}},
+            {
+                "required": ["all"],
+                "properties": {"all": {"allOf": [{"enum": [True]}]}},
+                "not": {"anyOf": [{"required": ["ids"]}, {"required": ["filter"]}]},
+            },
+            {"required": ["filter"], "properties": _ALL_FALSE, "not": {"required": ["ids"]}},
         ]
     }
 
@@ -401,15 +449,33 @@ class RedriveSerializer(StrictSerializer):
         help_text="Dead messages to redrive.",
     )  # fmt: skip
     all = StrictBooleanField(default=False, help_text="Redrive every dead message.")
+    filter = DeadFilterSerializer(required=False, help_text="Redrive the dead messages it selects.")
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        if ("ids" in data) == bool(data["all"]):
-            raise serializers.ValidationError({"ids": ['Give "ids" or "all": true (one of them).']})
+        if sum(("ids" in data, bool(data["all"]), "filter" in data)) != 1:
+            raise serializers.ValidationError(
+                {"ids": ['Give "ids", "all": true or "filter" (one of them).']}
+            )
         return data
 
 
 class PurgeSerializer(StrictSerializer):
-    include_dead = StrictBooleanField(default=False)
+    schema_rules = {"not": {"required": ["include_dead", "filter"]}}
+
+    include_dead = StrictBooleanField(
+        default=False, help_text="Delete the dead messages too (all of them)."
+    )
+    filter = DeadFilterSerializer(
+        required=False,
+        help_text="Delete only the dead messages it selects (ready ones are kept).",
+    )
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if "filter" in data and "include_dead" in self.initial_data:
+            raise serializers.ValidationError(
+                {"filter": ['Give "include_dead" or "filter", not both.']}
+            )
+        return data
 
 
 class CountSerializer(serializers.Serializer):

@@ -361,7 +361,7 @@ class RedriveView(APIView):
         _, collection = queue_for(request, Capability.QUEUE_MANAGE, g, q)
         data = validated(s.RedriveSerializer, request.data)
         count = services.messages_redrive(
-            collection=collection, ids=data.get("ids"), all=data["all"]
+            collection=collection, ids=data.get("ids"), all=data["all"], where=data.get("filter")
         )
         return Response({"count": count})
 
@@ -369,13 +369,16 @@ class RedriveView(APIView):
 @QUEUE_ROUTE
 class PurgeView(APIView):
     @extend_schema(
-        tags=[TAG], summary="Delete ready (and optionally dead) messages (manage)",
+        tags=[TAG], summary="Delete ready (and dead) messages, or dead ones by filter (manage)",
         request=s.PurgeSerializer, responses={200: s.CountSerializer, **ERROR_RESPONSES},
     )  # fmt: skip
     def post(self, request: Request, g: str, q: str) -> Response:
         _, collection = queue_for(request, Capability.QUEUE_MANAGE, g, q)
         data = validated(s.PurgeSerializer, request.data)
-        count = services.collection_purge(collection=collection, **data)
+        if "filter" in data:
+            count = services.messages_purge_dead(collection=collection, where=data["filter"])
+        else:
+            count = services.collection_purge(collection=collection, **data)
         return Response({"count": count})
 
 

@@ -13,9 +13,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from principals import services
-from principals.authz import Capability, Principal, has_capability, readable_groups
+from principals.authz import RULES, Capability, Principal, has_capability, readable_groups
 from principals.exceptions import GroupCycle
 from principals.models import ApiToken, App, Group, Membership, Role, Scope
 
@@ -210,10 +212,46 @@ class AppAdmin(CapabilityAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+# What each capability lets a holder do, in words (the capabilities a scope
+# opens are read from ``authz.RULES``: the one source of truth).
+CAPABILITY_WORDS = {
+    Capability.QUEUE_READ: "read queues, stats and messages",
+    Capability.QUEUE_ENQUEUE: "enqueue messages",
+    Capability.QUEUE_CONSUME: "claim, ack, nack, extend and cancel messages",
+    Capability.QUEUE_MANAGE: "create, change, pause, purge and redrive queues",
+    Capability.GROUP_MANAGE_ACCESS: "manage members, apps and app tokens",
+    Capability.SESSION_CREATE: "create tasks and sessions",
+    Capability.SESSION_READ: "read sessions and their entries",
+    Capability.SESSION_EDIT: "insert, edit, reorder and delete entries",
+    Capability.SESSION_CONSUME: "reserve and acknowledge entries",
+    Capability.TASK_ADMIN: "archive and purge tasks",
+}
+
+
+def scope_allows(scope: str) -> list[str]:
+    """What ``scope`` lets a token do (with the role it also needs)."""
+    return [
+        CAPABILITY_WORDS.get(capability, str(capability))
+        for capability, rule in RULES.items()
+        if scope in rule.user_scopes or scope in rule.app_scopes
+    ]
+
+
+def scopes_html(scopes: list[str]) -> str:
+    """The scopes one per line, each with what it allows."""
+    if not scopes:
+        return "-"
+    return format_html_join(
+        mark_safe("<br>"), "<code>{}</code>: {}",
+        ((s, "; ".join(scope_allows(s)) or "nothing yet") for s in scopes),
+    )  # fmt: skip
+
+
 class TokenCreateForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
-        choices=Scope.choices, widget=forms.CheckboxSelectMultiple, required=True
-    )
+        choices=lambda: [(s.value, f"{s.value}: {'; '.join(scope_allows(s))}") for s in Scope],
+        widget=forms.CheckboxSelectMultiple, required=True,
+    )  # fmt: skip
 
     class Meta:
         model = ApiToken
@@ -233,7 +271,7 @@ class ApiTokenAdmin(CapabilityAdmin):
         "name",
         "prefix",
         "owner_label",
-        "scopes",
+        "scopes_readable",
         "expires_at",
         "revoked",
         "last_used_at",
@@ -241,7 +279,11 @@ class ApiTokenAdmin(CapabilityAdmin):
     list_filter = ["revoked"]
     search_fields = ["name", "prefix"]
     actions = ["revoke_tokens"]
-    readonly_fields = ["prefix", "created_at", "last_used_at"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "scopes_readable"]
+
+    @admin.display(description="scopes (what they allow)")
+    def scopes_readable(self, obj: ApiToken) -> str:
+        return scopes_html(obj.scopes)
 
     def group_of(self, obj: ApiToken) -> Group:
         if obj.app is not None:
@@ -265,7 +307,7 @@ class ApiTokenAdmin(CapabilityAdmin):
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
             return ["name", "user", "app", "scopes", "expires_at"]
-        return ["name", "user", "app", "scopes", "expires_at", "revoked", *self.readonly_fields]
+        return ["name", "user", "app", "expires_at", "revoked", *self.readonly_fields]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:

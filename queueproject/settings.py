@@ -165,6 +165,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+# One schema name for the dead reasons (a message's dead_reason and the
+# dead-message filter's reason list use the same choices).
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {})
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]["DeadReasonEnum"] = "groupqueues.models.DeadReason"  # type: ignore[index]
 
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularRedocView,
@@ -25,3 +26,6 @@ urlpatterns = [
     # Anything else under /api/ is the JSON 404 envelope (also with DEBUG on).
     re_path(r"^api/", api_not_found),
 ]
+
+# "/" is the admin (its index shows the queue overview); the API lives under /api/.
+urlpatterns += [path("", RedirectView.as_view(pattern_name="admin:index"), name="home")]

@@ -5,7 +5,8 @@ services`` then ``services.<name>``.
 One module per concern: ``collections`` (declare, change; the helpers every
 section asks about a collection), ``enqueue``, ``claim`` (claim, ack-and-claim,
 long poll), ``holder`` (ack, nack and its backoff, fail, extend, release,
-cancel), ``maintenance`` (reclaim, sweep, prune, drop, redrive, purge),
+cancel), ``maintenance`` (reclaim, sweep, prune, drop, redrive, purge), ``waiting``
+(operator changes to ready messages: retry now, change priority),
 ``postgres`` (the PostgreSQL-only statements) and ``types`` (what they take
 and answer). State transitions are ``MessageQuerySet`` methods (``kill``,
 ``unclaim``, ``retry_or_die``), the claim order is ``models.CLAIM_ORDER`` and
@@ -67,6 +68,7 @@ from groupqueues.services.maintenance import (
     collections_refresh_claim_floors,
     messages_drop_exhausted,
     messages_prune_dead,
+    messages_purge_dead,
     messages_reclaim_expired,
     messages_redrive,
     messages_sweep_expired,
@@ -84,6 +86,7 @@ from groupqueues.services.types import (
     NewMessage,
     SweepResult,
 )
+from groupqueues.services.waiting import message_retry_now, message_set_priority
 
 __all__ = [
     "CLAIM_FLOOR_MARGIN",
@@ -126,9 +129,12 @@ __all__ = [
     "message_get",
     "message_nack",
     "message_release",
+    "message_retry_now",
+    "message_set_priority",
     "messages_dead",
     "messages_drop_exhausted",
     "messages_prune_dead",
+    "messages_purge_dead",
     "messages_reclaim_expired",
     "messages_redrive",
     "messages_sweep_expired",

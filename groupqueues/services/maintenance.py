@@ -15,6 +15,7 @@ from django.db.models import F
 from groupqueues import exceptions as err
 from groupqueues import sql
 from groupqueues import validation as check
+from groupqueues.dead_filters import DeadFilter
 from groupqueues.models import Collection, DeadReason, Message, MessageQuerySet, MessageState
 from groupqueues.services.collections import collection_require_queue, collection_wake
 from groupqueues.services.types import SweepResult
@@ -110,16 +111,23 @@ def messages_drop_exhausted(*, collection: Collection | None = None) -> int:
 
 
 def messages_redrive(
-    *, collection: Collection, ids: Sequence[uuid.UUID | str] | None = None, all: bool = False
+    *,
+    collection: Collection,
+    ids: Sequence[uuid.UUID | str] | None = None,
+    all: bool = False,
+    where: DeadFilter | None = None,
 ) -> int:
-    """Dead messages (the given ``ids``, or every one with ``all=True``) become
-    ready at once with attempt 0; last_error is kept. One UPDATE fenced by the
-    dead state; wakes consumers. Returns how many."""
-    if (ids is None) == (not all):
-        raise err.InvalidQueueInput.field("ids", "Give ids or all=True (one of them).")
+    """Dead messages (the given ``ids``, every one with ``all=True``, or those
+    ``where`` selects) become ready at once with attempt 0; last_error is kept.
+    Exactly one of the three. One UPDATE fenced by the dead state; wakes
+    consumers. Returns how many."""
+    if sum((ids is not None, bool(all), where is not None)) != 1:
+        raise err.InvalidQueueInput.field("ids", "Give ids, all=True or a filter (one of them).")
     dead = Message.objects.of(collection).dead()
     if ids is not None:
         dead = dead.filter(id__in=[check.check_uuid(i, "ids") for i in ids])
+    elif where is not None:
+        dead = _matching(dead, where)
     with transaction.atomic():
         count = dead.update(
             state=MessageState.READY, attempt=0, deliver_after=clock.now(), dead_reason=None,
@@ -128,6 +136,24 @@ def messages_redrive(
         if count:
             collection_wake(collection)
     return count
+
+
+def messages_purge_dead(*, collection: Collection, where: DeadFilter) -> int:
+    """Delete the dead messages ``where`` selects (an empty filter: every dead
+    message); live ones are never touched. One DELETE. Returns how many."""
+    dead = Message.objects.of(collection_require_queue(collection)).dead()
+    deleted, _ = _matching(dead, where).delete()
+    return deleted
+
+
+def _matching(dead: MessageQuerySet, where: DeadFilter) -> MessageQuerySet:
+    """The dead rows ``where`` selects, as a QuerySet that can be updated or
+    deleted: with a limit, the chosen rows by ``seq`` (a sliced QuerySet cannot
+    be), still fenced by the dead state."""
+    if where.limit is None:
+        return dead.filter(where.condition())
+    chosen = where.apply(dead).values("seq")
+    return Message.objects.dead().filter(seq__in=chosen)
 
 
 def collection_purge(*, collection: Collection, include_dead: bool = False) -> int:
