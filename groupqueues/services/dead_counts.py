@@ -31,7 +31,10 @@ def dead_counts_refresh() -> int:
     now = clock.now()
     snapshot = [
         DeadCount(
-            collection_id=r["collection_id"], reason=r["dead_reason"] or "", count=r["n"], counted_at=now
+            collection_id=r["collection_id"],
+            reason=r["dead_reason"] or "",
+            count=r["n"],
+            counted_at=now,
         )
         for r in rows
     ]

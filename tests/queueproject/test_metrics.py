@@ -81,19 +81,23 @@ def test_metrics__scenario_by_a_real_worker(queue):
     )  # fmt: skip
     try:
         row = wait_for(
-            lambda: WorkerProcess.objects.filter(id="obs-w1", counts__acked=3, counts__dead=2)
-            .first(),
+            lambda: WorkerProcess.objects.filter(
+                id="obs-w1", counts__acked=3, counts__dead=2
+            ).first(),
             timeout=40,
         )
         assert row.kind == "queue_worker" and row.queues == ["obs/jobs"]
-        # One message claimed and held by someone else; then the dead snapshot.
-        enqueue(queue, {"held": True}, priority=1000)
-        wait_for(lambda: services.message_claim(collection=queue, worker_id="t", n=1), timeout=5)
-        services.dead_counts_refresh()
-        samples = scrape()
+        by_worker = scrape()
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.communicate()
+    # A clean stop removes the row: the worker is no longer listed.
+    assert not WorkerProcess.objects.filter(id="obs-w1").exists()
+    # One message claimed and held (now that the worker is gone); the dead snapshot.
+    enqueue(queue, {"held": True}, priority=1000)
+    assert services.message_claim(collection=queue, worker_id="t", n=1)
+    services.dead_counts_refresh()
+    samples = scrape()
     key = {"group": "obs", "queue": "jobs"}
     assert value(samples, "queue_messages", **key, state="ready") == 0
     assert value(samples, "queue_messages", **key, state="delayed") == 1
@@ -105,6 +109,7 @@ def test_metrics__scenario_by_a_real_worker(queue):
     assert value(samples, "queue_oldest_pending_age_seconds", **key) == 0
     assert 0 <= value(samples, "queue_dead_snapshot_age_seconds") < 30
     w = {"worker": "obs-w1"}
+    samples = by_worker
     assert value(samples, "queue_worker_claimed_total", **w) == 6  # 5 + the poison's retry
     assert value(samples, "queue_worker_acked_total", **w) == 3
     assert value(samples, "queue_worker_nacked_total", **w) == 1
@@ -115,8 +120,6 @@ def test_metrics__scenario_by_a_real_worker(queue):
     assert value(samples, "queue_worker_handler_duration_seconds_sum", **w) >= 0
     up = [k for k in samples if k[0] == "queue_worker_up" and ("worker", "obs-w1") in k[1]]
     assert len(up) == 1
-    # A clean stop removes the row: the worker is no longer listed.
-    assert not WorkerProcess.objects.filter(id="obs-w1").exists()
 
 
 def test_metrics__oldest_pending_age(queue):
@@ -152,7 +155,8 @@ def test_metrics__schedule_lateness():
     group = GroupFactory(slug="sched")
     services.collection_create(group=group, name="jobs")
     schedule = schedule_create(group=group, name="nightly", collection="jobs", expression="@daily")
-    type(schedule).objects.filter(pk=schedule.pk).update(next_at=clock.now() - timedelta(seconds=90))
+    overdue = clock.now() - timedelta(seconds=90)
+    type(schedule).objects.filter(pk=schedule.pk).update(next_at=overdue)
     samples = scrape()
     late = value(samples, "store_schedule_lateness_seconds", group="sched", schedule="nightly")
     assert 90 <= late < 120
