@@ -85,9 +85,9 @@ class Worker(Runner):
         # signal handlers in between, so a SIGTERM that arrives once a message
         # is claimed always finds them (it used to kill the process outright).
         set_process_fields(worker=self.options.worker_id)
-        self.registration.start()
         self._start_thread(self.acker.run, "gq-acker")
         self._start_lanes(self._lanes)
+        self.registration.start()  # after the lanes: its first row names their queues
         self._start_thread(self.heartbeat.run, "gq-heartbeat")
         if self.options.maintenance:
             self._start_maintenance()
