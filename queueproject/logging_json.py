@@ -16,9 +16,16 @@ import json
 import logging
 from typing import Any
 
+from django.conf import settings
 from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
 _process_fields: dict[str, Any] = {}
+
+
+def json_logs() -> bool:
+    """Whether ``LOG_FORMAT=json`` is on (stderr then carries only JSON lines:
+    human progress displays stay off)."""
+    return getattr(settings, "LOG_FORMAT", "text") == "json"
 
 
 def set_process_fields(**fields: Any) -> None:

@@ -72,6 +72,7 @@ class Dispatcher(Runner):
     ) -> None:
         super().__init__()
         self.worker_id = worker_id or default_worker_id()
+        set_process_fields(worker=self.worker_id)  # every JSON log line names it
         self.deliver: Deliverer = get_deliverer(deliverer_name)
         self.session_id = session_id
         self.once, self.until_empty, self.max_deliveries = once, until_empty, max_deliveries
@@ -92,7 +93,6 @@ class Dispatcher(Runner):
     def run(self) -> None:
         """Subscribe to the wake-up channel, then loop (see :meth:`Runner.run`)."""
         channel = session_channel(self.session_id) if self.session_id else ANY_SESSION_CHANNEL
-        set_process_fields(worker=self.worker_id)
         self.registration.start()
         with notify.subscribe(channel) as subscription:
             self._subscription = subscription

@@ -75,6 +75,7 @@ class Worker(Runner):
         self.scheduler: Any = None
         self._leader_threads: list[threading.Thread] = []  # maintenance, scheduler
         self._lanes = lanes
+        set_process_fields(worker=options.worker_id)  # every JSON log line names it
         self.registration = Registration(
             worker_id=options.worker_id, kind="queue_worker", queues=self._queues,
             counts=self.tally.as_counts,
@@ -84,7 +85,6 @@ class Worker(Runner):
         # The threads start here, not in __init__: the command installs the
         # signal handlers in between, so a SIGTERM that arrives once a message
         # is claimed always finds them (it used to kill the process outright).
-        set_process_fields(worker=self.options.worker_id)
         self._start_thread(self.acker.run, "gq-acker")
         self._start_lanes(self._lanes)
         self.registration.start()  # after the lanes: its first row names their queues
