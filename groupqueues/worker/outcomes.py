@@ -28,11 +28,12 @@ class Tally:
 
     OUTCOMES = ("acked", "retried", "dead", "released", "lease_lost")
 
-    def __init__(self) -> None:
+    def __init__(self, *, durations: bool = True) -> None:
         self._lock = threading.Lock()
         self.counts = dict.fromkeys(self.OUTCOMES, 0)
         self.claimed = 0
-        self.durations = DurationHistogram()
+        # Without the registry nobody reads the histogram: it is not kept.
+        self.durations = DurationHistogram() if durations else None
 
     def add(self, outcome: str, n: int = 1) -> None:
         with self._lock:
@@ -47,8 +48,14 @@ class Tally:
         """The counters as the registry row stores them (docs/observability.md)."""
         with self._lock:
             counts: dict[str, Any] = {**self.counts, "claimed": self.claimed}
-        counts["duration"] = self.durations.as_counts()
+        if self.durations is not None:
+            counts["duration"] = self.durations.as_counts()
         return counts
+
+    def observe(self, duration_ms: float) -> None:
+        """One handler run of ``duration_ms`` into the histogram (if kept)."""
+        if self.durations is not None:
+            self.durations.observe(duration_ms / 1000)
 
     @property
     def processed(self) -> int:
@@ -114,8 +121,9 @@ class Outcomes:
         """Count and log the outcome of acking ``acks`` (message, duration)."""
         self.tally.add("acked", result.acked)
         self.tally.add("lease_lost", len(acks) - result.acked)
-        for _, duration in acks:
-            self.tally.durations.observe(duration / 1000)
+        if self.tally.durations is not None:
+            for _, duration in acks:
+                self.tally.observe(duration)
         if logger.isEnabledFor(logging.INFO):
             landed = {r.id for r in result.results if r.acked}
             for message, duration in acks:
@@ -133,7 +141,7 @@ class Outcomes:
         """Count one outcome and log its line."""
         self.tally.add(outcome)
         if outcome != "released":  # a released message's handler did not run
-            self.tally.durations.observe(duration / 1000)
+            self.tally.observe(duration)
         self._log(lane, message, outcome, duration, error)
 
     def _log(

@@ -53,7 +53,7 @@ class Worker(Runner):
         super().__init__()
         self.options = options
         self.lane_source = lane_source
-        self.tally = Tally()
+        self.tally = Tally(durations=product_settings().worker_registry)
         self.started = time.monotonic()
         outcomes = Outcomes(worker_id=options.worker_id, tally=self.tally)
         self.acker = Acker(outcomes)
