@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import worker_bench as wb  # noqa: E402  (the drain helpers of the worker bench)
+import worker_bench as wb  # the drain helpers of the worker bench
 
 MODES = {
     "off": {"QUEUE_WORKER_REGISTRY": "0"},
