@@ -76,7 +76,7 @@ def test_readyz__503_when_the_database_is_down(server_without_database: str):
     assert httpx.get(f"{server_without_database}/healthz").status_code == 200
 
 
-def test_readyz__needs_a_recent_maintenance_leader(server: Server):
+def test_readyz__needs_a_recent_maintenance_leader(server: Server) -> None:
     before = httpx.get(f"{server.url}/readyz")
     if before.status_code == 503:  # no leader yet in this server's database
         checks = before.json()["checks"]
@@ -91,7 +91,7 @@ def test_readyz__needs_a_recent_maintenance_leader(server: Server):
     }
 
 
-def test_metrics__refused_without_the_scope_and_served_with_it(world: World):
+def test_metrics__refused_without_the_scope_and_served_with_it(world: World) -> None:
     server = world.server
     assert_error(httpx.get(f"{server.url}/metrics"), 401, "not_authenticated")
     assert_error(world.client(world.editor_token).get("/metrics"), 403, "permission_denied")
