@@ -60,13 +60,13 @@ def server_without_database(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
-def test_healthz__200_without_credentials(server: Server):
+def test_healthz__200_without_credentials(server: Server) -> None:
     response = httpx.get(f"{server.url}/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
 
 
-def test_readyz__503_when_the_database_is_down(server_without_database: str):
+def test_readyz__503_when_the_database_is_down(server_without_database: str) -> None:
     response = httpx.get(f"{server_without_database}/readyz", timeout=30)
     assert response.status_code == 503
     body = response.json()
