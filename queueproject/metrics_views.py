@@ -20,13 +20,14 @@ from django.http import HttpResponse
 from django.utils.module_loading import import_string
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from queueproject import metrics
 from queueproject.conf import product_settings
 from queueproject.exceptions import PermissionDenied
+from queueproject.schema import error
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -60,14 +61,9 @@ class _JSONErrors(BaseContentNegotiation):
         return None
 
 
-class _TextRenderer(BaseRenderer):  # for the schema only
-    media_type = "text/plain"
-    format = "txt"
-
-
 class MetricsView(APIView):
     content_negotiation_class = _JSONErrors
-    renderer_classes = [JSONRenderer, _TextRenderer]
+    renderer_classes = [JSONRenderer]
     throttle_classes: list[Any] = []
 
     def get_permissions(self) -> list[Any]:
@@ -84,7 +80,13 @@ class MetricsView(APIView):
         operation_id="metrics",
         summary="Prometheus metrics (text exposition)",
         description="Needs a staff token with the metrics:read scope, from an allowed network.",
-        responses={(200, "text/plain"): OpenApiResponse(response=str)},
+        responses={
+            (200, "text/plain"): OpenApiResponse(response=str, description="the exposition"),
+            401: error("not_authenticated: no credentials (while a token is required)"),
+            403: error(
+                "permission_denied: no metrics:read scope, not staff, or not an allowed network"
+            ),
+        },
         tags=["observability"],
     )
     def get(self, request: Request) -> HttpResponse:
