@@ -18,6 +18,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -35,6 +36,7 @@ from groupqueues.validation import PRIORITY_MAX, PRIORITY_MIN
 from principals.admin import CapabilityAdmin, admin_principal
 from principals.authz import Capability, has_capability, readable_groups
 from principals.models import Group
+from queueproject.models import WorkerProcess
 
 SETTINGS = [
     "max_payload_bytes", "default_max_attempts", "visibility_timeout", "retry_backoff_base",
@@ -374,8 +376,8 @@ class MessageAdmin(CapabilityAdmin):
     fields = (
         "id", "group", "collection", "state", "payload_pretty", "priority", "attempt",
         "max_attempts", "enqueued_at", "enqueued_by", "deliver_after", "expires_at",
-        "claimed_by", "claimed_at", "lease_expires_at", "last_error", "dead_reason", "died_at",
-        "idempotency_key",
+        "claimed_by_worker", "claimed_at", "lease_expires_at", "last_error", "dead_reason",
+        "died_at", "idempotency_key",
     )  # fmt: skip
     readonly_fields = fields
     show_full_result_count = False  # the count of a large table is not free
@@ -409,6 +411,14 @@ class MessageAdmin(CapabilityAdmin):
 
     def has_manage_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser or bool(groups_where(request, Capability.QUEUE_MANAGE))
+
+    @admin.display(description="claimed by")
+    def claimed_by_worker(self, obj: Message) -> str:
+        """``claimed_by``, linked to the worker's registry row while it is live."""
+        if obj.claimed_by and WorkerProcess.objects.filter(id=obj.claimed_by).exists():
+            url = reverse("admin:queueproject_workerprocess_change", args=[quote(obj.claimed_by)])
+            return format_html('<a href="{}">{}</a>', url, obj.claimed_by)
+        return obj.claimed_by or "-"
 
     @admin.display(description="payload")
     def payload_pretty(self, obj: Message) -> str:

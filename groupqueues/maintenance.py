@@ -61,6 +61,7 @@ def maintenance_pass() -> MaintenanceReport:
     exhausted = services.messages_drop_exhausted()
     created, deleted = consumers_sync()
     services.collections_refresh_claim_floors()  # last: after the reclaims above
+    services.dead_counts_refresh_if_due()  # the /metrics dead gauges
     return MaintenanceReport(reclaimed, sweep.expired, sweep.pruned, exhausted, created, deleted)
 
 

@@ -533,3 +533,27 @@ class TaskRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_path} {self.id} ({self.status})"
+
+
+# ------------------------------------------------------------ observability
+class DeadCount(models.Model):
+    """How many dead messages a collection held for one reason, as of
+    ``counted_at``: a snapshot the maintenance leader refreshes
+    (``services.dead_counts_refresh``) so that a ``/metrics`` scrape reads
+    these few rows instead of counting dead history (which retention may keep
+    at millions of rows). Reasons with no dead messages have no row."""
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
+    reason = models.CharField(max_length=9, choices=DeadReason.choices)
+    count = models.BigIntegerField()
+    counted_at = models.DateTimeField()
+
+    class Meta:
+        constraints: ClassVar = [
+            models.UniqueConstraint(fields=["collection", "reason"], name="gq_deadcount_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.collection_id} {self.reason}: {self.count}"

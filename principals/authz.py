@@ -256,3 +256,16 @@ def readable_groups(principal: Principal) -> list[Group]:
             seen[g.pk] = g
             stack.extend(children.get(g.pk, []))
     return sorted(seen.values(), key=lambda g: g.slug)
+
+
+def may_read_metrics(principal: Principal) -> bool:
+    """May ``principal`` scrape ``/metrics`` (every collection's numbers, so
+    staff only)? A token needs the ``metrics:read`` scope and a staff (or
+    superuser) user behind it; a session login of a staff user may too. App
+    tokens never: an app sees only its own chain, metrics span all groups."""
+    user = principal.user
+    if principal.app is not None or user is None or not user.is_active:
+        return False
+    if not (getattr(user, "is_staff", False) or principal.is_superuser):
+        return False
+    return principal.has_scope(frozenset({str(Scope.METRICS_READ)}))

@@ -45,6 +45,7 @@ class Scope(models.TextChoices):
     SESSION_WRITE = "session:write"
     SESSION_CONSUME = "session:consume"
     SCRIPT_WRITE = "script:write"
+    METRICS_READ = "metrics:read"
 
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")

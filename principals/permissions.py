@@ -15,6 +15,7 @@ from principals.authz import (
     can_see_app_sessions,
     can_see_queues,
     has_capability,
+    may_read_metrics,
 )
 from principals.models import App, Group
 from queueproject.exceptions import NotFound, PermissionDenied
@@ -52,3 +53,16 @@ def require(
     if not visible:
         raise not_found()
     raise PermissionDenied()
+
+
+class CanReadMetrics(BasePermission):
+    """``/metrics``: a staff principal with the ``metrics:read`` scope
+    (``principals.authz.may_read_metrics``); anonymous requests get 401."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        principal = principal_of(request)
+        if not principal.is_authenticated:
+            return False  # DRF answers 401 (not_authenticated) for anonymous requests
+        if not may_read_metrics(principal):
+            raise PermissionDenied("Scraping /metrics needs a staff token with metrics:read.")
+        return True

@@ -31,6 +31,15 @@ class ProductSettings:
     worker_grace_seconds: float
     maintenance_interval: float
     maintenance_lease_ttl: float
+    # Observability (docs/observability.md).
+    worker_registry: bool = True
+    worker_heartbeat_seconds: float = 5.0
+    worker_expire_seconds: float = 60.0
+    metrics_allowed_networks: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+    metrics_require_token: bool = True
+    health_leader_max_age: float = 60.0
+    health_require_leader: bool = True
+    metrics_dead_refresh_seconds: float = 60.0
 
 
 @functools.cache
@@ -57,6 +66,16 @@ def product_settings() -> ProductSettings:
         worker_grace_seconds=getattr(dj, "QUEUE_WORKER_GRACE_SECONDS", 30.0),
         maintenance_interval=getattr(dj, "QUEUE_MAINTENANCE_INTERVAL", 10.0),
         maintenance_lease_ttl=getattr(dj, "QUEUE_MAINTENANCE_LEASE_TTL", 30.0),
+        worker_registry=getattr(dj, "QUEUE_WORKER_REGISTRY", True),
+        worker_heartbeat_seconds=getattr(dj, "QUEUE_WORKER_HEARTBEAT_SECONDS", 5.0),
+        worker_expire_seconds=getattr(dj, "QUEUE_WORKER_EXPIRE_SECONDS", 60.0),
+        metrics_allowed_networks=tuple(
+            getattr(dj, "METRICS_ALLOWED_NETWORKS", ("127.0.0.0/8", "::1/128"))
+        ),
+        metrics_require_token=getattr(dj, "METRICS_REQUIRE_TOKEN", True),
+        health_leader_max_age=getattr(dj, "HEALTH_LEADER_MAX_AGE", 60.0),
+        health_require_leader=getattr(dj, "HEALTH_REQUIRE_LEADER", True),
+        metrics_dead_refresh_seconds=getattr(dj, "QUEUE_METRICS_DEAD_REFRESH_SECONDS", 60.0),
     )
 
 

@@ -207,3 +207,30 @@ TASKS: dict[str, dict[str, Any]] = {
         "OPTIONS": {"GROUP": env.str("TASKS_GROUP", default="tasks")},
     }
 }
+
+# --- Observability (docs/observability.md) -----------------------------------
+# The worker registry: each queue_worker / session_dispatch heartbeats a row.
+QUEUE_WORKER_REGISTRY = env.bool("QUEUE_WORKER_REGISTRY", default=True)
+QUEUE_WORKER_HEARTBEAT_SECONDS = env.float("QUEUE_WORKER_HEARTBEAT_SECONDS", default=5.0)
+QUEUE_WORKER_EXPIRE_SECONDS = env.float("QUEUE_WORKER_EXPIRE_SECONDS", default=60.0)
+# /metrics: who may scrape. The client address must be in one of the networks
+# AND (unless METRICS_REQUIRE_TOKEN is off) the request must carry a token
+# with the metrics:read scope of a staff user.
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
+METRICS_REQUIRE_TOKEN = env.bool("METRICS_REQUIRE_TOKEN", default=True)
+METRICS_PERMISSION_CLASSES = ["principals.permissions.CanReadMetrics"]
+# How often the maintenance leader recounts dead messages for /metrics.
+QUEUE_METRICS_DEAD_REFRESH_SECONDS = env.float("QUEUE_METRICS_DEAD_REFRESH_SECONDS", default=60.0)
+# /readyz: which lease is the maintenance leader's, and how recently it must
+# have been held.
+HEALTH_LEADER_LEASE = "groupqueues.maintenance"
+HEALTH_LEADER_MAX_AGE = env.float("HEALTH_LEADER_MAX_AGE", default=60.0)
+HEALTH_REQUIRE_LEADER = env.bool("HEALTH_REQUIRE_LEADER", default=True)
+# LOG_FORMAT=json: every log line is one JSON object (python-json-logger).
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
+if LOG_FORMAT == "json":
+    LOGGING = {
+        **LOGGING,
+        "formatters": {"json": {"()": "queueproject.logging_json.JsonFormatter"}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    }

@@ -8,6 +8,9 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
 os.environ["DEBUG"] = "0"
+# The worker registry's heartbeat thread stays off unless a test turns it on
+# (its own tests, through the environment of the workers they start).
+os.environ.setdefault("QUEUE_WORKER_REGISTRY", "0")
 
 from queueproject.settings import *  # noqa: F403
 from queueproject.settings import REST_FRAMEWORK

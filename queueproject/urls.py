@@ -8,7 +8,9 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
+from queueproject import health
 from queueproject.exceptions import api_not_found
+from queueproject.metrics_views import MetricsView
 
 handler404 = "queueproject.exceptions.page_not_found"
 handler500 = "queueproject.exceptions.server_error"
@@ -25,6 +27,10 @@ urlpatterns = [
     *[path("api/", include(urlconf)) for urlconf in settings.API_URLCONFS],
     # Anything else under /api/ is the JSON 404 envelope (also with DEBUG on).
     re_path(r"^api/", api_not_found),
+    # Observability (docs/observability.md): probes and the Prometheus scrape.
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
 ]
 
 # "/" is the admin (its index shows the queue overview); the API lives under /api/.

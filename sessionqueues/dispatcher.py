@@ -20,7 +20,9 @@ from typing import Any
 
 from queueproject import notify
 from queueproject.backoff import backoff_delay
-from queueproject.runner import Runner
+from queueproject.logging_json import set_process_fields
+from queueproject.runner import Runner, default_worker_id
+from queueproject.workers_registry import Registration
 from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
 from sessionqueues.delivery import Deliverer, Delivery, DeliveryUncertain, get_deliverer
@@ -43,6 +45,11 @@ class Stats:
     def failed(self) -> int:
         return self.released + self.dropped
 
+    def as_counts(self) -> dict[str, int]:
+        """The counters as the worker registry row stores them."""
+        return {"delivered": self.delivered, "failed": self.failed,
+                "released": self.released, "dropped": self.dropped}  # fmt: skip
+
 
 class Dispatcher(Runner):
     """A :class:`~queueproject.runner.Runner`: :meth:`run` dispatches until
@@ -61,8 +68,11 @@ class Dispatcher(Runner):
         once: bool = False,
         until_empty: bool = False,
         max_deliveries: int | None = None,
+        worker_id: str | None = None,
     ) -> None:
         super().__init__()
+        self.worker_id = worker_id or default_worker_id()
+        set_process_fields(worker=self.worker_id)  # every JSON log line names it
         self.deliver: Deliverer = get_deliverer(deliverer_name)
         self.session_id = session_id
         self.once, self.until_empty, self.max_deliveries = once, until_empty, max_deliveries
@@ -72,12 +82,18 @@ class Dispatcher(Runner):
         self._retry_at: dict[Any, float] = {}
         self._failures: dict[Any, int] = {}
         self._subscription: notify.Subscription | None = None
+        self.registration = Registration(
+            worker_id=self.worker_id, kind="session_dispatch",
+            queues=lambda: [f"session:{self.session_id}" if self.session_id else "sessions"],
+            counts=self.stats.as_counts,
+        )  # fmt: skip
 
     # --- the loop (Runner hooks) ------------------------------------------------
 
     def run(self) -> None:
         """Subscribe to the wake-up channel, then loop (see :meth:`Runner.run`)."""
         channel = session_channel(self.session_id) if self.session_id else ANY_SESSION_CHANNEL
+        self.registration.start()
         with notify.subscribe(channel) as subscription:
             self._subscription = subscription
             logger.info("dispatching (session=%s)", self.session_id or "any")
@@ -85,6 +101,7 @@ class Dispatcher(Runner):
                 super().run()
             finally:
                 self._subscription = None
+                self.registration.stop()
 
     def tick(self) -> bool:
         self._last_handled = self.turn()

@@ -51,6 +51,7 @@ from groupqueues.services.claim import (
     message_claim_waiting,
 )
 from groupqueues.services.collections import collection_create, collection_update
+from groupqueues.services.dead_counts import dead_counts_refresh, dead_counts_refresh_if_due
 from groupqueues.services.enqueue import message_enqueue, message_enqueue_batch
 from groupqueues.services.holder import (
     message_ack,
@@ -115,6 +116,8 @@ __all__ = [
     "collection_update",
     "collections_of",
     "collections_refresh_claim_floors",
+    "dead_counts_refresh",
+    "dead_counts_refresh_if_due",
     "message_ack",
     "message_ack_and_claim",
     "message_ack_batch",

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import Any
 
 from groupqueues import services
 from groupqueues.exceptions import LeaseLost
 from groupqueues.handlers import PermanentFailure
 from groupqueues.services import AckBatchResult, ClaimedMessage
 from groupqueues.worker.lanes import Lane
+from queueproject.metrics import DurationHistogram
 
 logger = logging.getLogger("groupqueues.worker")
 
@@ -20,17 +22,40 @@ ERROR_TEXT_MAX = 2000
 
 
 class Tally:
-    """Outcome counters shared by the slots (thread-safe)."""
+    """Outcome counters shared by the slots (thread-safe), with the claims
+    made and the handler durations: what the worker's registry row carries to
+    ``/metrics`` (``as_counts``)."""
 
     OUTCOMES = ("acked", "retried", "dead", "released", "lease_lost")
 
-    def __init__(self) -> None:
+    def __init__(self, *, durations: bool = True) -> None:
         self._lock = threading.Lock()
         self.counts = dict.fromkeys(self.OUTCOMES, 0)
+        self.claimed = 0
+        # Without the registry nobody reads the histogram: it is not kept.
+        self.durations = DurationHistogram() if durations else None
 
     def add(self, outcome: str, n: int = 1) -> None:
         with self._lock:
             self.counts[outcome] += n
+
+    def add_claimed(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self.claimed += n
+
+    def as_counts(self) -> dict[str, Any]:
+        """The counters as the registry row stores them (docs/observability.md)."""
+        with self._lock:
+            counts: dict[str, Any] = {**self.counts, "claimed": self.claimed}
+        if self.durations is not None:
+            counts["duration"] = self.durations.as_counts()
+        return counts
+
+    def observe(self, duration_ms: float) -> None:
+        """One handler run of ``duration_ms`` into the histogram (if kept)."""
+        if self.durations is not None:
+            self.durations.observe(duration_ms / 1000)
 
     @property
     def processed(self) -> int:
@@ -96,6 +121,9 @@ class Outcomes:
         """Count and log the outcome of acking ``acks`` (message, duration)."""
         self.tally.add("acked", result.acked)
         self.tally.add("lease_lost", len(acks) - result.acked)
+        if self.tally.durations is not None:
+            for _, duration in acks:
+                self.tally.observe(duration)
         if logger.isEnabledFor(logging.INFO):
             landed = {r.id for r in result.results if r.acked}
             for message, duration in acks:
@@ -112,6 +140,8 @@ class Outcomes:
     ) -> None:
         """Count one outcome and log its line."""
         self.tally.add(outcome)
+        if outcome != "released":  # a released message's handler did not run
+            self.tally.observe(duration)
         self._log(lane, message, outcome, duration, error)
 
     def _log(

@@ -122,6 +122,7 @@ class SlotLoop:
                 collection=lane.collection, worker_id=self.worker_id, n=wanted,
                 visibility_timeout=lane.visibility_timeout,
             )  # fmt: skip
+            self.outcomes.tally.add_claimed(len(claimed))
             self.budget.give_back(wanted - len(claimed))
             self._handle_chain(lane, claimed)
             return bool(claimed)
@@ -175,6 +176,7 @@ class SlotLoop:
             self.acker.put(acks)
             raise
         self.acker.put(Settled(lane, [(m, d) for _, m, d in acks], result.acks))
+        self.outcomes.tally.add_claimed(len(result.messages))
         self.budget.give_back(wanted - len(result.messages))
         return result.messages
 

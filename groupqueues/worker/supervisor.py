@@ -20,7 +20,9 @@ from groupqueues.worker.outcomes import Outcomes, Tally
 from groupqueues.worker.slots import Budget, SlotLoop
 from queueproject import notify
 from queueproject.conf import product_settings
+from queueproject.logging_json import set_process_fields
 from queueproject.runner import Runner, default_worker_id
+from queueproject.workers_registry import Registration
 
 logger = logging.getLogger("groupqueues.worker")
 
@@ -51,7 +53,7 @@ class Worker(Runner):
         super().__init__()
         self.options = options
         self.lane_source = lane_source
-        self.tally = Tally()
+        self.tally = Tally(durations=product_settings().worker_registry)
         self.started = time.monotonic()
         outcomes = Outcomes(worker_id=options.worker_id, tally=self.tally)
         self.acker = Acker(outcomes)
@@ -65,6 +67,7 @@ class Worker(Runner):
         self.heartbeat = Heartbeat(in_flight=in_flight, stopping=self.stopping)
         self._slots: dict[tuple[Any, ...], list[threading.Thread]] = {}
         self._lane_stops: dict[tuple[Any, ...], threading.Event] = {}
+        self._running: dict[tuple[Any, ...], Lane] = {}  # lanes whose slots run
         self._last_reload = time.monotonic()
         self._last_progress = 0.0
         self.timed_out = False
@@ -72,6 +75,11 @@ class Worker(Runner):
         self.scheduler: Any = None
         self._leader_threads: list[threading.Thread] = []  # maintenance, scheduler
         self._lanes = lanes
+        set_process_fields(worker=options.worker_id)  # every JSON log line names it
+        self.registration = Registration(
+            worker_id=options.worker_id, kind="queue_worker", queues=self._queues,
+            counts=self.tally.as_counts,
+        )  # fmt: skip
 
     def run(self) -> None:
         # The threads start here, not in __init__: the command installs the
@@ -79,6 +87,7 @@ class Worker(Runner):
         # is claimed always finds them (it used to kill the process outright).
         self._start_thread(self.acker.run, "gq-acker")
         self._start_lanes(self._lanes)
+        self.registration.start()  # after the lanes: its first row names their queues
         self._start_thread(self.heartbeat.run, "gq-heartbeat")
         if self.options.maintenance:
             self._start_maintenance()
@@ -100,6 +109,7 @@ class Worker(Runner):
             except LookupError as exc:
                 logger.error("lane %s skipped: %s", lane, exc)
                 continue
+            self._running[lane.key] = lane
             stop = self._lane_stops[lane.key] = threading.Event()
             self._slots[lane.key] = [
                 self._start_thread(self.slot_loop.run, f"gq-slot-{lane.queue}-{i}", lane, stop)
@@ -129,6 +139,7 @@ class Worker(Runner):
         for key in [k for k in self._slots if k not in lanes]:
             self._lane_stops.pop(key).set()
             del self._slots[key]
+            self._running.pop(key, None)
         self._start_lanes(list(lanes.values()))
 
     # --- the main loop (Runner) -------------------------------------------------
@@ -165,6 +176,11 @@ class Worker(Runner):
             loop.request_stop()
         for thread in self._leader_threads:
             thread.join(MAINTENANCE_RESIGN_WAIT)  # hand leadership over
+        self.registration.stop()
+
+    def _queues(self) -> list[str]:
+        """The queues this worker serves now (for its registry row)."""
+        return sorted({lane.queue for lane in list(self._running.values())})
 
     # --- progress -------------------------------------------------------------------
     def summary(self) -> str:

@@ -23,6 +23,7 @@ from groupqueues.worker import (
 from principals.services import app_get, group_get
 from queueproject.commands import ServiceCommand, positive_int
 from queueproject.conf import product_settings
+from queueproject.logging_json import json_logs
 from queueproject.runner import default_worker_id
 
 logger = logging.getLogger("groupqueues.worker")
@@ -81,7 +82,7 @@ class Command(ServiceCommand):
             worker_id=opts["worker_id"] or default_worker_id(), max_messages=opts["max_messages"],
             until_empty=opts["until_empty"], grace=grace,
             maintenance=not opts["no_maintenance"], reload=source is not None,
-            progress=sys.stderr if opts["until_empty"] else None,
+            progress=sys.stderr if opts["until_empty"] and not json_logs() else None,
         )  # fmt: skip
         if not lanes and source is None:
             raise CommandError("Nothing to run: no consumers for the given queues.")
