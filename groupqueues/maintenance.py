@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from django.db import DatabaseError, connections
 
 from groupqueues import services
+from groupqueues.services import history
 from groupqueues.trigger_services import consumers_sync
 from queueproject.conf import product_settings
 from queueproject.leases import Leadership
@@ -38,6 +39,8 @@ class MaintenanceReport:
     exhausted: int
     consumers_created: int
     consumers_deleted: int
+    samples_written: int = 0  # history (groupqueues.services.history)
+    samples_pruned: int = 0
 
     @property
     def changed(self) -> bool:
@@ -61,7 +64,11 @@ def maintenance_pass() -> MaintenanceReport:
     exhausted = services.messages_drop_exhausted()
     created, deleted = consumers_sync()
     services.collections_refresh_claim_floors()  # last: after the reclaims above
-    return MaintenanceReport(reclaimed, sweep.expired, sweep.pruned, exhausted, created, deleted)
+    written = history.collection_samples_record()  # at most one per QUEUE_SAMPLE_INTERVAL
+    pruned = history.collection_samples_prune() if written else 0
+    return MaintenanceReport(
+        reclaimed, sweep.expired, sweep.pruned, exhausted, created, deleted, written, pruned
+    )
 
 
 class Maintenance(Runner):
