@@ -53,7 +53,7 @@ class MaintenanceReport:
         return (
             f"reclaimed={self.reclaimed} expired={self.expired} pruned={self.pruned} "
             f"exhausted={self.exhausted} consumers=+{self.consumers_created}"
-            f"/-{self.consumers_deleted}"
+            f"/-{self.consumers_deleted} samples=+{self.samples_written}/-{self.samples_pruned}"
         )
 
 
