@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
 
-from groupqueues import services
+from groupqueues import services, tally
 from groupqueues.services import history
 from groupqueues.trigger_services import consumers_sync
 from queueproject.conf import product_settings
@@ -64,6 +64,7 @@ def maintenance_pass() -> MaintenanceReport:
     exhausted = services.messages_drop_exhausted()
     created, deleted = consumers_sync()
     services.collections_refresh_claim_floors()  # last: after the reclaims above
+    tally.flush()  # this process's counts (nothing pending: no statement)
     written = history.collection_samples_record()  # at most one per QUEUE_SAMPLE_INTERVAL
     pruned = history.collection_samples_prune() if written else 0
     return MaintenanceReport(

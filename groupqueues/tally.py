@@ -1,14 +1,15 @@
 """Per-process counts of messages enqueued and acked, per collection, added
 to ``CollectionTally`` every ``FLUSH_SECONDS`` (at the next count after that,
-at each maintenance pass, and at exit). The hot paths only add to a dict under
+outside a transaction) and at each maintenance pass. The hot paths only add to a dict under
 a lock: no statement of theirs touches a shared row, so the counts cost
 nothing measurable; the history samples difference the totals into
-per-minute throughput. A process that dies loses at most its last few seconds
-of counts (the depths in the samples are exact)."""
+per-minute throughput. A process that exits or dies loses the counts since its
+last flush (a few seconds' worth; the depths in the samples are exact).
+Nothing is flushed at exit: a test process would write into whatever
+database its settings name by then."""
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import time
@@ -82,17 +83,6 @@ def _create(collection_id: int, enqueued: int, acked: int) -> None:
     CollectionTally.objects.filter(collection_id=collection_id).update(
         enqueued=F("enqueued") + enqueued, acked=F("acked") + acked
     )
-
-
-def _flush_at_exit() -> None:
-    if _pending:
-        try:
-            flush()
-        except Exception:  # the database may be gone at exit
-            logger.debug("tally flush at exit failed", exc_info=True)
-
-
-atexit.register(_flush_at_exit)
 
 
 def reset() -> None:
