@@ -20,6 +20,25 @@ from groupqueues import dashboard, health
 from groupqueues.services import history
 from groupqueues.services.storage import queue_indexes_reindex
 
+# The health page's thresholds, overridable as query parameters (seconds).
+THRESHOLDS = (
+    ("max_xact_age", health.MAX_XACT_AGE_SECONDS),
+    ("max_idle_age", health.MAX_IDLE_IN_TRANSACTION_SECONDS),
+)
+
+
+def _seconds(request: HttpRequest, name: str, default: float) -> float:
+    raw = request.GET.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1e9:
+        raise ValueError(f"{name}: a number of seconds, 0 or more")
+    return value
+
 
 def admin_urls(model_admin: admin.ModelAdmin[Any]) -> list[URLPattern]:
     """The pages' URLs, for ``CollectionAdmin.get_urls``."""
@@ -70,13 +89,17 @@ def health_view(model_admin: admin.ModelAdmin[Any], request: HttpRequest) -> Htt
         seconds = sum(d.seconds for d in done)
         messages.success(request, f"Rebuilt {len(done)} indexes in {seconds:.1f}s.")
         return redirect("admin:groupqueues_health")
-    report = health.database_health()
+    try:
+        thresholds = {name: _seconds(request, name, default) for name, default in THRESHOLDS}
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc))
+    report = health.database_health(**thresholds)
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.model._meta,
         "title": "Queue database health",
         "health": report,
         "holder": next((t for t in report.transactions if t.holds_xmin), None),
-        "max_xact_age": health.MAX_XACT_AGE_SECONDS,
+        **thresholds,
     }
     return TemplateResponse(request, "admin/groupqueues/health.html", context)
