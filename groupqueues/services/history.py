@@ -51,7 +51,7 @@ def collection_samples_record(*, now: datetime | None = None, force: bool = Fals
         t.collection_id: (t.enqueued, t.acked)
         for t in CollectionTally.objects.filter(collection__in=collections)
     }
-    previous = _previous_totals([c.pk for c in collections])
+    previous = _previous_totals(latest)
     samples = []
     for c in collections:
         s = stats[c.pk]
@@ -68,24 +68,16 @@ def collection_samples_record(*, now: datetime | None = None, force: bool = Fals
     return len(samples)
 
 
-def _previous_totals(collection_ids: list[int]) -> dict[int, tuple[int, int]]:
-    """The tally totals in each collection's newest sample (one query)."""
-    newest = (
-        CollectionSample.objects.filter(collection_id__in=collection_ids)
-        .values("collection_id")
-        .annotate(t=Max("taken_at"))
-        .order_by()
+def _previous_totals(latest: datetime | None) -> dict[int, tuple[int, int]]:
+    """The tally totals in the previous round of samples (one query: every
+    round samples all queue collections at one ``taken_at``). A collection
+    missing from it (created since) starts its differences now."""
+    if latest is None:
+        return {}
+    rows = CollectionSample.objects.filter(taken_at=latest).values_list(
+        "collection_id", "enqueued_total", "acked_total"
     )
-    found: dict[int, tuple[int, int]] = {}
-    for row in newest:
-        sample = (
-            CollectionSample.objects.filter(collection_id=row["collection_id"], taken_at=row["t"])
-            .values_list("enqueued_total", "acked_total")
-            .first()
-        )
-        if sample is not None:
-            found[row["collection_id"]] = sample
-    return found
+    return {pk: (enqueued, acked) for pk, enqueued, acked in rows}
 
 
 def collection_samples_prune(*, now: datetime | None = None) -> int:

@@ -55,7 +55,7 @@ def test_line_chart__empty_says_no_samples():
     assert "<polyline" not in svg and "no samples yet" in svg
 
 
-def test_dashboard__buckets_depth_last_and_flows_summed(queues):
+def test_dashboard__buckets_depth_peak_and_flows_summed(queues):
     mine, _ = queues
     now = clock.now()
     CollectionSample.objects.bulk_create([
@@ -71,6 +71,12 @@ def test_dashboard__buckets_depth_last_and_flows_summed(queues):
     assert 'data-last="10"' in panel.flow_svg and 'data-last="5"' in panel.flow_svg
     hour = dashboard.dashboard(collections=[mine], window="hour")
     assert 'data-points="60"' in hour.collections[0].depth_svg
+    # The week's hourly points are grouped by the database: 2 or 3 of them.
+    week = dashboard.dashboard(collections=[mine], window="week").collections[0]
+    points = int(week.depth_svg.split('data-series="ready" data-points="')[1].split('"')[0])
+    assert 2 <= points <= 3 and 'data-last="100"' in week.depth_svg
+    # 10 a minute over the one full hour (the axis' top); the partial hours less.
+    assert ">10/min<" in week.flow_svg
 
 
 def test_dashboard__top_lists_rank_backlog_and_dead(queues):
