@@ -32,6 +32,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -119,7 +120,7 @@ def stats() -> dict[str, tuple[int, int]]:
         return {name: (upd, hot) for name, upd, hot in cur.fetchall()}
 
 
-def workload(args: argparse.Namespace, queues: list, drain: object) -> dict[str, float]:
+def workload(args: argparse.Namespace, queues: list[Any], drain: Any) -> dict[str, float]:
     from groupqueues import services, tally
 
     rewrite_and_reset()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Max, Sum
 from django.db.models.functions import TruncHour
@@ -93,7 +94,8 @@ def _buckets(ids: list[int], start: datetime, bucket: int) -> dict[int, Buckets]
             .annotate(**{n: Max(n) for n in DEPTHS}, **{n: Sum(n) for n in FLOWS})
             .order_by()
         )
-        for row in grouped:
+        row: dict[str, Any]
+        for row in grouped:  # type: ignore[assignment]  # annotated keys: not in the stubs' TypedDict
             b = int((row["hour"] - start).total_seconds() // bucket)
             cell = found[row["collection_id"]].setdefault(b, dict.fromkeys(FLOWS, 0.0))
             for name in DEPTHS:

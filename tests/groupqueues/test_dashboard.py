@@ -5,6 +5,7 @@ drawn page itself is checked in a real browser: tests/browser/)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -22,7 +23,7 @@ DASHBOARD = "/admin/groupqueues/collection/dashboard/"
 HEALTH = "/admin/groupqueues/collection/health/"
 
 
-def login(user) -> Client:
+def login(user: Any) -> Client:
     client = Client()
     client.force_login(user)
     return client

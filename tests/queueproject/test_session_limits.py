@@ -5,6 +5,7 @@ handler cannot hold back vacuum for longer."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import DatabaseError, OperationalError, connection, transaction
@@ -14,7 +15,7 @@ from queueproject import session_limits
 
 
 @pytest.fixture
-def limited(transactional_db: None, settings) -> Iterator[None]:
+def limited(transactional_db: None, settings: Any) -> Iterator[None]:
     settings.QUEUE_WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS = 700
     settings.QUEUE_WORKER_STATEMENT_TIMEOUT_MS = 400
     connection.ensure_connection()
