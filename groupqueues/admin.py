@@ -181,6 +181,12 @@ class CollectionAdmin(CapabilityAdmin):
 
     # live stats: one grouped query for the page (see ``selectors.collections_stats``),
     # kept on each collection of the page for the columns below (``live_stats``)
+    def get_urls(self) -> list[Any]:
+        """The dashboard and database-health pages (``dashboard_admin``) first."""
+        from groupqueues.dashboard_admin import admin_urls
+
+        return [*admin_urls(self), *super().get_urls()]
+
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
         page = list(changelist.result_list)

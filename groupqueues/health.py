@@ -28,6 +28,9 @@ QUEUE_MODELS = (
     "sessionqueues.SendNowClaim",
 )
 MAX_XACT_AGE_SECONDS = 300.0
+# An idle-in-transaction session holds its locks (and usually a snapshot)
+# while doing nothing: warn sooner than for a busy transaction.
+MAX_IDLE_IN_TRANSACTION_SECONDS = 60.0
 MAX_DEAD_RATIO = 0.2  # dead tuples per live one (autovacuum's default scale factor)
 MIN_DEAD_TUPLES = 1000  # below this, a ratio on a small table is noise
 QUERY_CHARS = 200
@@ -97,29 +100,36 @@ class Health:
 
 
 def database_health(
-    *, max_xact_age: float = MAX_XACT_AGE_SECONDS, max_dead_ratio: float = MAX_DEAD_RATIO
+    *,
+    max_xact_age: float = MAX_XACT_AGE_SECONDS,
+    max_dead_ratio: float = MAX_DEAD_RATIO,
+    max_idle_age: float = MAX_IDLE_IN_TRANSACTION_SECONDS,
 ) -> Health:
     """The health of the default database. Warns for each transaction holding
     back the xmin horizon for longer than ``max_xact_age`` seconds (naming its
     pid, user, application and client) and for each queue table with more
     than ``max_dead_ratio`` dead tuples per live one (and at least
-    MIN_DEAD_TUPLES)."""
+    MIN_DEAD_TUPLES), and for each session idle in a transaction open longer
+    than ``max_idle_age`` seconds (not already warned for)."""
     if connection.vendor == "postgresql":
-        return _postgres_health(max_xact_age, max_dead_ratio)
+        return _postgres_health(max_xact_age, max_dead_ratio, max_idle_age)
     if connection.vendor == "sqlite":
         return Health(vendor="sqlite", sqlite=_sqlite_figures())
     return Health(vendor=connection.vendor)
 
 
-def _postgres_health(max_xact_age: float, max_dead_ratio: float) -> Health:
+def _postgres_health(max_xact_age: float, max_dead_ratio: float, max_idle_age: float) -> Health:
     tables = [TableHealth(*_iso_times(row)) for row in rawsql.fetch_all(
         TABLES_SQL, {"tables": queue_tables()})]  # fmt: skip
     transactions = [OpenTransaction(*row) for row in rawsql.fetch_all(
         TRANSACTIONS_SQL, {"chars": QUERY_CHARS, "limit": MAX_TRANSACTIONS})]  # fmt: skip
     warnings = [_xact_warning(t) for t in transactions
                 if t.holds_xmin and t.age_seconds > max_xact_age]  # fmt: skip
+    warned = {t.pid for t in transactions if t.holds_xmin and t.age_seconds > max_xact_age}
+    warnings += [_idle_warning(t) for t in transactions
+                 if _idle(t) and t.age_seconds > max_idle_age and t.pid not in warned]  # fmt: skip
     warnings += [_dead_warning(t) for t in tables if _too_dead(t, max_dead_ratio)]
-    idle = sum(1 for t in transactions if (t.state or "").startswith("idle in transaction"))
+    idle = sum(1 for t in transactions if _idle(t))
     return Health("postgresql", tables, transactions, idle, warnings=warnings)
 
 
@@ -143,6 +153,19 @@ def _xact_warning(t: OpenTransaction) -> str:
         f"client {t.client_addr or 'local'}, {t.state}) has held a transaction open for "
         f"{t.age_seconds:.0f}s and holds back the xmin horizon: dead queue rows cannot be "
         f"vacuumed until it ends (pg_terminate_backend({t.pid}) ends it)"
+    )
+
+
+def _idle(t: OpenTransaction) -> bool:
+    return (t.state or "").startswith("idle in transaction")
+
+
+def _idle_warning(t: OpenTransaction) -> str:
+    return (
+        f"WARNING: pid {t.pid} (user {t.user}, application {t.application_name!r}, "
+        f"client {t.client_addr or 'local'}) is idle in a transaction open for "
+        f"{t.age_seconds:.0f}s: it holds its locks and snapshot while doing nothing "
+        f"(set idle_in_transaction_session_timeout, or pg_terminate_backend({t.pid}))"
     )
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
 
-from groupqueues import services
+from groupqueues import services, tally
+from groupqueues.services import history
 from groupqueues.trigger_services import consumers_sync
 from queueproject.conf import product_settings
 from queueproject.leases import Leadership
@@ -38,6 +39,8 @@ class MaintenanceReport:
     exhausted: int
     consumers_created: int
     consumers_deleted: int
+    samples_written: int = 0  # history (groupqueues.services.history)
+    samples_pruned: int = 0
 
     @property
     def changed(self) -> bool:
@@ -50,7 +53,7 @@ class MaintenanceReport:
         return (
             f"reclaimed={self.reclaimed} expired={self.expired} pruned={self.pruned} "
             f"exhausted={self.exhausted} consumers=+{self.consumers_created}"
-            f"/-{self.consumers_deleted}"
+            f"/-{self.consumers_deleted} samples=+{self.samples_written}/-{self.samples_pruned}"
         )
 
 
@@ -62,7 +65,12 @@ def maintenance_pass() -> MaintenanceReport:
     created, deleted = consumers_sync()
     services.collections_refresh_claim_floors()  # last: after the reclaims above
     services.dead_counts_refresh_if_due()  # the /metrics dead gauges
-    return MaintenanceReport(reclaimed, sweep.expired, sweep.pruned, exhausted, created, deleted)
+    tally.flush()  # this process's counts (nothing pending: no statement)
+    written = history.collection_samples_record()  # at most one per QUEUE_SAMPLE_INTERVAL
+    pruned = history.collection_samples_prune() if written else 0
+    return MaintenanceReport(
+        reclaimed, sweep.expired, sweep.pruned, exhausted, created, deleted, written, pruned
+    )
 
 
 class Maintenance(Runner):

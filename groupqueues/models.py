@@ -557,3 +557,53 @@ class DeadCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.collection_id} {self.reason}: {self.count}"
+
+# ------------------------------------------------------- history (issue 16)
+
+
+class CollectionTally(models.Model):
+    """Running totals of a collection: messages enqueued and acked since it
+    was created. Processes count in memory and add their counts here every few
+    seconds (``groupqueues.tally``), so the hot paths never update this row;
+    the counts of a process that dies between two flushes are lost."""
+
+    collection = models.OneToOneField(
+        Collection, on_delete=models.CASCADE, primary_key=True, related_name="tally"
+    )
+    enqueued = models.BigIntegerField(default=0)
+    acked = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.collection_id}: +{self.enqueued} -{self.acked}"
+
+
+class CollectionSample(models.Model):
+    """One minute of a collection's history, written by the maintenance pass
+    (``groupqueues.history``): depths by state at ``taken_at``, the oldest
+    pending age, and the messages enqueued and acked since the previous
+    sample (the tally's totals ride along to compute the next difference).
+    Pruned after ``QUEUE_SAMPLE_RETENTION`` seconds."""
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="samples", db_index=False
+    )
+    taken_at = models.DateTimeField()
+    ready = models.IntegerField(default=0)
+    delayed = models.IntegerField(default=0)
+    claimed = models.IntegerField(default=0)
+    dead = models.IntegerField(default=0)
+    oldest_pending_age = models.FloatField(null=True)
+    enqueued = models.BigIntegerField(default=0)
+    acked = models.BigIntegerField(default=0)
+    enqueued_total = models.BigIntegerField(default=0)
+    acked_total = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["collection_id", "taken_at"]
+        indexes: ClassVar = [
+            models.Index(fields=["collection", "taken_at"], name="gq_sample_collection_time"),
+            models.Index(fields=["taken_at"], name="gq_sample_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.collection_id} @ {self.taken_at:%Y-%m-%d %H:%M}"

@@ -304,3 +304,21 @@ WHERE id IN ({ids}) AND collection_id = %s AND lease_expires_at > %s
   AND (id, claim_token) IN (VALUES {pairs})
 RETURNING id, claim_token
 """
+
+# --- Database health (issue 16): REINDEX of the queue tables' indexes ---
+# The valid indexes of the queue tables (PostgreSQL). A REINDEX CONCURRENTLY
+# that failed leaves an invalid "<name>_ccnew" copy: skipped here (drop it).
+QUEUE_INDEXES_POSTGRES = """
+SELECT c.relname::text
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_class t ON t.oid = i.indrelid
+WHERE t.relname::text = ANY(%(tables)s::text[]) AND i.indisvalid
+  AND t.relnamespace = current_schema()::regnamespace
+ORDER BY t.relname, c.relname
+"""
+# Rebuilds one index without blocking writes (not in a transaction block);
+# ``{index}`` is a quoted identifier from QUEUE_INDEXES_POSTGRES.
+REINDEX_CONCURRENTLY_POSTGRES = "REINDEX INDEX CONCURRENTLY {index}"
+# SQLite has no CONCURRENTLY: rebuilds a table's indexes under its write lock.
+REINDEX_TABLE_SQLITE = "REINDEX {table}"

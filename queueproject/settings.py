@@ -234,3 +234,14 @@ if LOG_FORMAT == "json":
         "formatters": {"json": {"()": "queueproject.logging_json.JsonFormatter"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     }
+
+# Queue history and database guardrails (issue 16): one sample per collection
+# per QUEUE_SAMPLE_INTERVAL seconds, kept QUEUE_SAMPLE_RETENTION seconds;
+# workers' PostgreSQL sessions end an idle transaction or a statement after
+# these many milliseconds (0: off).
+QUEUE_SAMPLE_INTERVAL = env.float("QUEUE_SAMPLE_INTERVAL", default=60.0)
+QUEUE_SAMPLE_RETENTION = env.float("QUEUE_SAMPLE_RETENTION", default=7 * 24 * 3600.0)
+QUEUE_WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS = env.int(
+    "QUEUE_WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS", default=60_000
+)
+QUEUE_WORKER_STATEMENT_TIMEOUT_MS = env.int("QUEUE_WORKER_STATEMENT_TIMEOUT_MS", default=300_000)

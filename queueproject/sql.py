@@ -34,3 +34,10 @@ UPDATE queueproject_lease SET expires_at = %(expires_at)s
 WHERE name = %(name)s AND owner = %(owner)s AND expires_at > %(now)s
 RETURNING fencing_token
 """
+
+# A worker's own session limits (PostgreSQL; ``queueproject.session_limits``):
+# set_config because SET takes no bind parameters. false: for the session.
+SESSION_LIMITS = """
+SELECT set_config('idle_in_transaction_session_timeout', %(idle)s, false),
+       set_config('statement_timeout', %(statement)s, false)
+"""

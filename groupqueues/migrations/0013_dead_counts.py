@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('groupqueues', '0009_collection_claim_floor'),
+        ('groupqueues', '0011_hot_table_storage'),
     ]
 
     operations = [

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from groupqueues import sql
+from groupqueues import sql, tally
 from groupqueues import validation as check
 from groupqueues.models import (
     LIVE_STATES,
@@ -139,7 +139,9 @@ def message_ack_and_claim(
     (``acked`` is False and nothing is deleted)."""
     pairs = ack_pairs_checked([(id, claim_token)])
     landed, claimed = _ack_and_claim(collection, pairs, worker_id, n, visibility_timeout)
-    return AckAndClaimResult(landed is None or pairs[0] in landed, claimed)
+    result = AckAndClaimResult(landed is None or pairs[0] in landed, claimed)
+    tally.count(collection.pk, acked=int(result.acked))  # history
+    return result
 
 
 def message_ack_batch_and_claim(
@@ -160,7 +162,9 @@ def message_ack_batch_and_claim(
     arguments, before anything happens."""
     pairs = ack_pairs_checked(acks)
     landed, claimed = _ack_and_claim(collection, pairs, worker_id, n, visibility_timeout)
-    return AckBatchAndClaimResult(ack_batch_result(pairs, landed), claimed)
+    result = AckBatchAndClaimResult(ack_batch_result(pairs, landed), claimed)
+    tally.count(collection.pk, acked=result.acks.acked)  # history
+    return result
 
 
 def _ack_and_claim(

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.db.models import JSONField, Value
 
 from groupqueues import exceptions as err
+from groupqueues import tally
 from groupqueues import validation as check
 from groupqueues.models import Collection, Message, new_message_ids
 from groupqueues.services import postgres
@@ -46,7 +47,9 @@ def message_enqueue(
         payload, priority, delay_seconds, deliver_after, expires_in_seconds, expires_at,
         max_attempts, idempotency_key,
     )  # fmt: skip
-    return _enqueue(collection, [new], enqueued_by=enqueued_by, batch=False)[0]
+    results = _enqueue(collection, [new], enqueued_by=enqueued_by, batch=False)
+    tally.count(collection.pk, enqueued=sum(r.created for r in results))  # history
+    return results[0]
 
 
 def message_enqueue_batch(
@@ -60,7 +63,9 @@ def message_enqueue_batch(
     QueueFull counts only the messages actually created."""
     if not 1 <= len(messages) <= MAX_BATCH:
         raise err.InvalidQueueInput.field("messages", f"Give between 1 and {MAX_BATCH} messages.")
-    return _enqueue(collection, messages, enqueued_by=enqueued_by, batch=True)
+    results = _enqueue(collection, messages, enqueued_by=enqueued_by, batch=True)
+    tally.count(collection.pk, enqueued=sum(r.created for r in results))  # history
+    return results
 
 
 def _enqueue(

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from groupqueues import exceptions as err
-from groupqueues import sql
+from groupqueues import sql, tally
 from groupqueues import validation as check
 from groupqueues.models import Collection, DeadReason, Message, MessageQuerySet, MessageState
 from groupqueues.services import postgres
@@ -55,6 +55,7 @@ def message_ack(
         deleted, _ = _held(collection, id, claim_token, now).delete()
     if not deleted:
         raise _lease_lost(id)
+    tally.count(collection.pk, acked=1)  # history
 
 
 def message_ack_batch(
@@ -66,7 +67,9 @@ def message_ack_batch(
     earlier in the batch); ``acked`` counts those that did. At most 500 pairs
     (InvalidQueueInput)."""
     pairs = ack_pairs_checked(acks)
-    return ack_batch_result(pairs, ack_pairs_apply(collection, pairs))
+    result = ack_batch_result(pairs, ack_pairs_apply(collection, pairs))
+    tally.count(collection.pk, acked=result.acked)  # history
+    return result
 
 
 def ack_pairs_checked(

@@ -82,3 +82,32 @@ def test_queue_health__sqlite_file_figures(tmp_path):
     assert figures["wal_bytes"] >= 0 and figures["page_size"] > 0
     text = queue_health(env=env).stdout
     assert f"freelist_count: {figures['freelist_count']}" in text
+
+
+@pytest.mark.postgres
+def test_queue_health__warns_for_a_session_idle_in_transaction(held_transaction):
+    time.sleep(1.5)
+    # Under the xmin threshold but over the idle one: the idle warning alone.
+    done = queue_health("--max-idle-age", "1", "--fail-on-warning")
+    assert done.returncode == 2, done
+    (warning,) = [w for w in done.stderr.splitlines() if f"pid {held_transaction} " in w]
+    assert "is idle in a transaction" in warning and "bb-holder" in warning
+    assert "idle in transaction: " in done.stdout
+
+
+@pytest.mark.postgres
+def test_health_admin_page__shows_the_held_transaction_warning(held_transaction):
+    from django.test import Client
+
+    from tests.factories import UserFactory
+
+    client = Client()
+    client.force_login(UserFactory(username="su-health", is_superuser=True, is_staff=True))
+    time.sleep(1.5)
+    page = client.get("/admin/groupqueues/collection/health/", {"max_xact_age": "1"})
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert f"WARNING: pid {held_transaction} " in body and "holds back the xmin horizon" in body
+    assert "bb-holder" in body and 'id="gq-health-transactions"' in body
+    quiet = client.get("/admin/groupqueues/collection/health/").content.decode()
+    assert "holds back the xmin horizon: dead" not in quiet  # under the default 300 s

@@ -1,5 +1,5 @@
 """``manage.py queue_health [--json] [--max-xact-age S] [--max-dead-ratio R]
-[--fail-on-warning]``: the database health of the queue tables
+[--max-idle-age S] [--fail-on-warning]``: the database health of the queue tables
 (``groupqueues.health``); exit status 2 on a warning with --fail-on-warning."""
 
 from __future__ import annotations
@@ -7,7 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from groupqueues.health import MAX_DEAD_RATIO, MAX_XACT_AGE_SECONDS, Health, database_health
+from groupqueues.health import (
+    MAX_DEAD_RATIO,
+    MAX_IDLE_IN_TRANSACTION_SECONDS,
+    MAX_XACT_AGE_SECONDS,
+    Health,
+    database_health,
+)
 from queueproject.commands import ServiceCommand
 
 TABLE_COLUMNS = ("table", "live", "dead", "table_bytes", "index_bytes", "last_autovacuum")
@@ -22,11 +28,15 @@ class Command(ServiceCommand):
                             help="warn for a transaction open longer (seconds)")  # fmt: skip
         parser.add_argument("--max-dead-ratio", type=float, default=MAX_DEAD_RATIO,
                             help="warn for more dead tuples per live row")  # fmt: skip
+        parser.add_argument("--max-idle-age", type=float, default=MAX_IDLE_IN_TRANSACTION_SECONDS,
+                            help="warn for a session idle in transaction longer (s)")  # fmt: skip
         parser.add_argument("--fail-on-warning", action="store_true", help="exit 2 on a warning")
 
     def run(self, *args: Any, **opts: Any) -> None:
         health = database_health(
-            max_xact_age=opts["max_xact_age"], max_dead_ratio=opts["max_dead_ratio"]
+            max_xact_age=opts["max_xact_age"],
+            max_dead_ratio=opts["max_dead_ratio"],
+            max_idle_age=opts["max_idle_age"],
         )
         if opts["json"]:
             self.stdout.write(json.dumps(health.as_dict(), indent=2))

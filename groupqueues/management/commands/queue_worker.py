@@ -25,6 +25,7 @@ from queueproject.commands import ServiceCommand, positive_int
 from queueproject.conf import product_settings
 from queueproject.logging_json import json_logs
 from queueproject.runner import default_worker_id
+from queueproject.session_limits import install_session_limits
 
 logger = logging.getLogger("groupqueues.worker")
 
@@ -70,6 +71,7 @@ class Command(ServiceCommand):
                             help="do not take part in maintenance leadership")  # fmt: skip
 
     def run(self, *args: Any, **opts: Any) -> None:
+        install_session_limits()  # idle-in-transaction and statement timeouts (PostgreSQL)
         if opts["batch"] and opts["batch"] > services.MAX_CLAIM:
             raise CommandError(f"--batch is at most {services.MAX_CLAIM}.")
         if opts["worker_id"] is not None:

@@ -1,6 +1,7 @@
 from typing import Any
 
 from queueproject.commands import ServiceCommand, positive_int
+from queueproject.session_limits import install_session_limits
 from sessionqueues.dispatcher import Dispatcher
 
 
@@ -20,6 +21,7 @@ class Command(ServiceCommand):
         parser.add_argument("--max-deliveries", type=positive_int, default=None)
 
     def run(self, *args: Any, **opts: Any) -> None:
+        install_session_limits()  # idle-in-transaction and statement timeouts (PostgreSQL)
         dispatcher = Dispatcher(
             deliverer_name=opts["deliverer"],
             session_id=self._session_id(opts["session"]),
