@@ -181,12 +181,6 @@ class CollectionAdmin(CapabilityAdmin):
 
     # live stats: one grouped query for the page (see ``selectors.collections_stats``),
     # kept on each collection of the page for the columns below (``live_stats``)
-    def get_urls(self) -> list[Any]:
-        """The dashboard and database-health pages (``dashboard_admin``) first."""
-        from groupqueues.dashboard_admin import admin_urls
-
-        return [*admin_urls(self), *super().get_urls()]
-
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
         page = list(changelist.result_list)
@@ -235,9 +229,13 @@ class CollectionAdmin(CapabilityAdmin):
         )  # fmt: skip
 
     def get_urls(self) -> list[Any]:
+        """The dashboard and database-health pages (``dashboard_admin``), the
+        dead-message page, then the admin's own."""
+        from groupqueues.dashboard_admin import admin_urls
+
         dead = self.admin_site.admin_view(self.dead_messages)
         own = [path("<int:pk>/dead/", dead, name="groupqueues_collection_dead")]
-        return own + super().get_urls()
+        return [*admin_urls(self), *own, *super().get_urls()]
 
     def dead_messages(self, request: HttpRequest, pk: int) -> HttpResponse:
         """The queue's dead messages by filter, with redrive / purge (``admin_dead``)."""

@@ -558,6 +558,7 @@ class DeadCount(models.Model):
     def __str__(self) -> str:
         return f"{self.collection_id} {self.reason}: {self.count}"
 
+
 # ------------------------------------------------------- history (issue 16)
 
 
