@@ -135,8 +135,10 @@ def workload(args: argparse.Namespace, queues: list[Any], drain: Any) -> dict[st
             tally.count(q.pk, enqueued=1)
         tally.flush()
     seconds["groupqueues_collectiontally"] = time.perf_counter() - started
-    batch = [services.NewMessage(payload=i) for i in range(500)]
-    for _ in range(args.messages // 500):
+    for first in range(0, args.messages, 500):
+        batch = [
+            services.NewMessage(payload=i) for i in range(first, min(first + 500, args.messages))
+        ]
         services.message_enqueue_batch(collection=drain, messages=batch, enqueued_by="bench")
     started = time.perf_counter()
     for _ in range(args.messages):
