@@ -34,6 +34,7 @@ class NewMessage:
     expires_at: datetime | None = None
     max_attempts: int | None = None
     idempotency_key: str | None = None
+    ordering_key: str | None = None  # one at a time, in enqueue order, per key (SPEC §7)
 
 
 @dataclass(slots=True)
@@ -48,6 +49,8 @@ class PreparedMessage:
     expires_at: datetime | None
     max_attempts: int
     idempotency_key: str | None
+    ordering_key: str | None = None
+    fair_key: str | None = None  # the partition key (Message.fair_key)
 
 
 @dataclass(frozen=True)
