@@ -18,8 +18,15 @@ from rest_framework import serializers
 
 from groupqueues import validation as check
 from groupqueues.exceptions import InvalidQueueInput
-from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind, Message
+from groupqueues.models import (
+    COLLECTION_NAME_VALIDATOR,
+    Collection,
+    CollectionKind,
+    Fairness,
+    Message,
+)
 from groupqueues.selectors import QueueStats
+from groupqueues.services.collections import parse_rate_limit
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
 from groupqueues.settings_ranges import SETTING_RANGES
 from principals.models import Group
@@ -136,11 +143,31 @@ class CollectionSettingsSerializer(StrictSerializer):
     dead_retention = setting_field("dead_retention")
     max_depth = setting_field("max_depth", help_text="null: no limit.")
     paused = StrictBooleanField(help_text="Claims answer nothing while paused.")
+    fairness = serializers.ChoiceField(
+        choices=Fairness.choices,
+        help_text="none: claim order; enqueuer / ordering_key: round-robin across them.",
+    )
+    max_in_flight = setting_field("max_in_flight", help_text="Claimed at once; null: no limit.")
+    max_in_flight_per_key = setting_field(
+        "max_in_flight_per_key",
+        help_text="Claimed at once per enqueuer (per ordering key with fairness=ordering_key).",
+    )
+    rate_limit = StrictCharField(
+        allow_null=True, max_length=20,
+        help_text='Claims per interval: "100/s", "1000/min", "10/h"; null: none.',
+    )  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for field in self.fields.values():
             field.required = False
+
+    def validate_rate_limit(self, value: str | None) -> str | None:
+        try:
+            parse_rate_limit(value)
+        except InvalidQueueInput as exc:
+            raise serializers.ValidationError(exc.details["rate_limit"]) from exc
+        return value
 
 
 class CollectionCreateSerializer(CollectionSettingsSerializer):
@@ -171,9 +198,14 @@ class CollectionSerializer(serializers.ModelSerializer):
         fields = [
             "name", "kind", "group", "max_payload_bytes", "default_max_attempts",
             "visibility_timeout", "retry_backoff_base", "retry_backoff_max", "dead_retention",
-            "max_depth", "paused", "created_at", "stats",
+            "max_depth", "paused", "fairness", "max_in_flight", "max_in_flight_per_key",
+            "rate_limit", "created_at", "stats",
         ]  # fmt: skip
         read_only_fields = fields
+
+    rate_limit = serializers.CharField(
+        read_only=True, allow_null=True, help_text='e.g. "100/s"; null: none.'
+    )
 
     @extend_schema_field(QueueStatsSerializer)
     def get_stats(self, obj: Collection) -> dict[str, Any]:
@@ -236,6 +268,12 @@ class EnqueueSerializer(StrictSerializer):
         help_text="While a message with this key exists in the collection, the same "
         "key answers that message's id (200) and inserts nothing.",
     )  # fmt: skip
+    ordering_key = StrictCharField(
+        min_length=1, max_length=check.IDEMPOTENCY_KEY_MAX, required=False, allow_null=True,
+        trim_whitespace=False,
+        help_text="Messages with one ordering key are handed out one at a time, in enqueue "
+        "order (a retry keeps its place at the head).",
+    )  # fmt: skip
 
     @staticmethod
     def new_message(data: dict[str, Any]) -> NewMessage:
@@ -244,6 +282,7 @@ class EnqueueSerializer(StrictSerializer):
             delay_seconds=data.get("delay_seconds"), deliver_after=data.get("deliver_after"),
             expires_in_seconds=data.get("expires_in_seconds"), expires_at=data.get("expires_at"),
             max_attempts=data.get("max_attempts"), idempotency_key=data.get("idempotency_key"),
+            ordering_key=data.get("ordering_key"),
         )  # fmt: skip
 
 
@@ -378,7 +417,7 @@ class MessageSerializer(serializers.ModelSerializer):
             "id", "group", "collection", "payload", "priority", "state", "attempt",
             "max_attempts", "enqueued_at", "deliver_after", "expires_at", "claimed_by",
             "claimed_at", "lease_expires_at", "last_error", "dead_reason", "died_at",
-            "enqueued_by", "idempotency_key",
+            "enqueued_by", "idempotency_key", "ordering_key", "died_key_head",
         ]  # fmt: skip
         read_only_fields = fields
 
