@@ -471,17 +471,24 @@ CLAIM_FEATURED_SQLITE = {
     (True, True): _claim_featured_sqlite(_CANDIDATES_BY_PARTITION_SQLITE, fair=True),
 }
 
-# The claim counters of a collection with limits, its row locked (FOR NO KEY
-# UPDATE: claimers of a limited collection take turns; enqueues, which lock
-# it FOR KEY SHARE, do not wait): the settings as they are now, the claimed
-# rows with a running lease, and the rate limit's bucket.
+# The limits of a collection, its row locked (FOR NO KEY UPDATE: claimers of
+# a limited collection take turns; enqueues, which lock it FOR KEY SHARE, do
+# not wait): the settings as they are now and the rate limit's bucket (a
+# locked row is read in its latest version). The claimed count is NOT read
+# here: this statement's snapshot predates its wait for the lock, so a count
+# in it would miss the claims of the holder it waited for; IN_FLIGHT_POSTGRES
+# runs after it, with a snapshot of its own.
 LIMITS_LOCK_POSTGRES = """
-SELECT c.max_in_flight, c.max_in_flight_per_key, c.fairness, c.rate_limit_count,
-       c.rate_limit_seconds, c.rate_tokens, c.rate_at,
-       (SELECT count(*) FROM groupqueues_message AS m
-        WHERE m.collection_id = c.id AND m.state = 'claimed' AND m.lease_expires_at > %(now)s)
-FROM groupqueues_collection AS c WHERE c.id = %(collection_id)s
+SELECT max_in_flight, max_in_flight_per_key, fairness, rate_limit_count, rate_limit_seconds,
+       rate_tokens, rate_at
+FROM groupqueues_collection WHERE id = %(collection_id)s
 FOR NO KEY UPDATE
+"""
+
+# The collection's claimed rows with a running lease (gq_msg_lease).
+IN_FLIGHT_POSTGRES = """
+SELECT count(*) FROM groupqueues_message
+WHERE collection_id = %(collection_id)s AND state = 'claimed' AND lease_expires_at > %(now)s
 """
 
 # Serialise the enqueues of one ordering key (PostgreSQL, until commit): a

@@ -102,12 +102,17 @@ def claim_featured(
     if not collection.uses_limits:
         return _run_postgres(collection, _params(collection, worker_id, n, now, lease))
     with transaction.atomic():
+        params = {"collection_id": collection.pk, "now": now}
         with rawsql.cursor() as cur:
-            cur.execute(sql.LIMITS_LOCK_POSTGRES, {"collection_id": collection.pk, "now": now})
+            cur.execute(sql.LIMITS_LOCK_POSTGRES, params)
             found = cur.fetchall()
-        if not found:
-            return [], 0
-        ((max_in_flight, per_key, fairness, rate_count, rate_seconds, tokens, at, in_flight),) = found
+            if not found:
+                return [], 0
+            ((max_in_flight, per_key, fairness, rate_count, rate_seconds, tokens, at),) = found
+            in_flight = 0
+            if max_in_flight is not None:
+                cur.execute(sql.IN_FLIGHT_POSTGRES, params)
+                ((in_flight,),) = cur.fetchall()
         if (max_in_flight, per_key, fairness, rate_count, rate_seconds) != (
             collection.max_in_flight, collection.max_in_flight_per_key, collection.fairness,
             collection.rate_limit_count, collection.rate_limit_seconds,
