@@ -274,6 +274,14 @@ class EnqueueSerializer(StrictSerializer):
         help_text="Messages with one ordering key are handed out one at a time, in enqueue "
         "order (a retry keeps its place at the head).",
     )  # fmt: skip
+    on_conflict = serializers.ChoiceField(
+        choices=["replace"], required=False, allow_null=True,
+        help_text='"replace" (with idempotency_key): a waiting message holding the key takes '
+        "this payload and options in its place (same id and position).",
+    )  # fmt: skip
+    debounce_seconds = seconds(
+        help_text="Due this long after now, i.e. after the last replace (not with delay_seconds)."
+    )
 
     @staticmethod
     def new_message(data: dict[str, Any]) -> NewMessage:
@@ -282,7 +290,8 @@ class EnqueueSerializer(StrictSerializer):
             delay_seconds=data.get("delay_seconds"), deliver_after=data.get("deliver_after"),
             expires_in_seconds=data.get("expires_in_seconds"), expires_at=data.get("expires_at"),
             max_attempts=data.get("max_attempts"), idempotency_key=data.get("idempotency_key"),
-            ordering_key=data.get("ordering_key"),
+            ordering_key=data.get("ordering_key"), on_conflict=data.get("on_conflict"),
+            debounce_seconds=data.get("debounce_seconds"),
         )  # fmt: skip
 
 

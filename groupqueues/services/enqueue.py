@@ -38,16 +38,22 @@ def message_enqueue(
     max_attempts: int | None = None,
     idempotency_key: str | None = None,
     ordering_key: str | None = None,
+    on_conflict: str | None = None,
+    debounce_seconds: float | None = None,
 ) -> EnqueueResult:
     """Insert one ready message (a paused collection still accepts) and wake
     consumers. Raises InvalidQueueInput (400), MessageTooLarge (413), QueueFull
     (429, only when the collection has max_depth: the collection row is then
     locked for the count), CollectionNotFound for non-queue kinds.
     ``ordering_key``: messages of one key are handed out one at a time, in
-    enqueue order (SPEC §7)."""
+    enqueue order (SPEC §7). ``on_conflict="replace"`` (needs an
+    ``idempotency_key``): a waiting (ready) message holding the key takes this
+    payload, priority, expiry and max_attempts in its place (id, enqueue order
+    and ordering key kept; ``replaced`` True); ``debounce_seconds``: the
+    message (new or replaced) becomes due that long from now."""
     new = NewMessage(
         payload, priority, delay_seconds, deliver_after, expires_in_seconds, expires_at,
-        max_attempts, idempotency_key, ordering_key,
+        max_attempts, idempotency_key, ordering_key, on_conflict, debounce_seconds,
     )  # fmt: skip
     return _enqueue(collection, [new], enqueued_by=enqueued_by, batch=False)[0]
 
@@ -92,7 +98,8 @@ def _enqueue(
         for i, new in enumerate(messages)
     ]  # fmt: skip
     keys = [r.ordering_key for r in rows if r.ordering_key is not None]
-    if pg and collection.max_depth is None and not keys:
+    replacing = any(r.replace for r in rows)
+    if pg and collection.max_depth is None and not keys and not replacing:
         return postgres.enqueue_rows(collection, rows, now=now, enqueued_by=enqueued_by,
                                      settings=settings, payloads=payloads)  # fmt: skip
     with transaction.atomic():
@@ -112,7 +119,34 @@ def _enqueue(
         created = sum(r.created for r in results)
         if limit is not None and created:
             _check_depth(collection, limit, created)
+        if replacing:
+            results = _replace_waiting(collection, rows, results, now=now)
     return results
+
+
+def _replace_waiting(
+    collection: Collection, rows: list[PreparedMessage], results: list[EnqueueResult], *,
+    now: datetime,
+) -> list[EnqueueResult]:  # fmt: skip
+    """For each ``replace`` row that found its idempotency key taken: give the
+    holder the row's payload and options if it is still waiting (one UPDATE
+    fenced by state ready; a claimed or dead holder is left alone). Keeps the
+    holder's id, seq and ordering key, and its ready time unless the row set
+    one (a delay, a moment or a debounce)."""
+    out = []
+    for row, result in zip(rows, results, strict=True):
+        if not row.replace or result.created:
+            out.append(result)
+            continue
+        changes: dict[str, Any] = {
+            "payload": _json_value(row.payload), "priority": row.priority,
+            "expires_at": row.expires_at, "max_attempts": row.max_attempts,
+        }  # fmt: skip
+        if row.timed:
+            changes["deliver_after"] = row.deliver_after
+        done = Message.objects.of(collection).ready().filter(id=result.id).update(**changes)
+        out.append(EnqueueResult(result.id, False, replaced=bool(done)))
+    return out
 
 
 def _prepare(
@@ -144,18 +178,41 @@ def _prepare(
     key = new.idempotency_key
     if key is not None:
         check.check_text(key, "idempotency_key", low=1, high=check.IDEMPOTENCY_KEY_MAX, index=index)
+    replace = _check_replace(new, index)
     ordering_key = new.ordering_key
     if ordering_key is not None:
         check.check_text(ordering_key, "ordering_key", low=1, high=check.IDEMPOTENCY_KEY_MAX,
                          index=index)  # fmt: skip
+    delay = new.delay_seconds
+    if new.debounce_seconds is not None:
+        if delay is not None:
+            raise err.InvalidQueueInput.field(
+                "debounce_seconds", "Give delay_seconds or debounce_seconds, not both.", index=index
+            )
+        delay = new.debounce_seconds
+    due = _when(delay, new.deliver_after,
+                "delay_seconds" if new.debounce_seconds is None else "debounce_seconds",
+                "deliver_after", now=now, index=index)  # fmt: skip
     return PreparedMessage(
-        id, new.payload, text, priority,
-        _when(new.delay_seconds, new.deliver_after, "delay_seconds", "deliver_after",
-              now=now, index=index) or now,
+        id, new.payload, text, priority, due or now,
         _when(new.expires_in_seconds, new.expires_at, "expires_in_seconds", "expires_at",
               now=now, index=index),
         max_attempts, key, ordering_key, _partition_key(collection, ordering_key, enqueued_by),
+        replace, due is not None,
     )  # fmt: skip
+
+
+def _check_replace(new: NewMessage, index: int | None) -> bool:
+    """Whether the message replaces a waiting holder of its idempotency key."""
+    if new.on_conflict is None:
+        return False
+    if new.on_conflict != "replace":
+        raise err.InvalidQueueInput.field("on_conflict", 'Must be "replace".', index=index)
+    if new.idempotency_key is None:
+        raise err.InvalidQueueInput.field(
+            "on_conflict", "Replacing needs an idempotency_key.", index=index
+        )
+    return True
 
 
 def _partition_key(collection: Collection, ordering_key: str | None, enqueued_by: str) -> str | None:
@@ -220,7 +277,7 @@ def _plain(new: NewMessage) -> bool:
         new.priority == 0 and type(new.priority) is int and new.delay_seconds is None
         and new.deliver_after is None and new.expires_in_seconds is None
         and new.expires_at is None and new.max_attempts is None and new.idempotency_key is None
-        and new.ordering_key is None
+        and new.ordering_key is None and new.on_conflict is None and new.debounce_seconds is None
     )  # fmt: skip
 
 

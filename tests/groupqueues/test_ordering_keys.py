@@ -268,3 +268,70 @@ def test_limit__an_old_copy_of_the_collection_still_honours_limits(queue):
         enqueue(queue, i)
     got = services.message_claim(collection=stale, worker_id=WORKER, n=10)
     assert len(got) == 1
+
+
+# --------------------------------------------------------- replace, debounce
+
+
+def test_replace__keeps_id_and_position(queue):
+    first = enqueue(queue, "old", idempotency_key="report", priority=1)
+    later = enqueue(queue, "later", priority=1)
+    result = services.message_enqueue(
+        collection=queue, payload="new", enqueued_by=ENQUEUER, idempotency_key="report",
+        on_conflict="replace", priority=1,
+    )  # fmt: skip
+    assert (result.id, result.created, result.replaced) == (first, False, True)
+    got = claim(queue, 10)
+    assert _ids(got) == [first, later]
+    assert got[0].payload == "new"
+
+
+def test_replace__a_claimed_holder_is_left_alone(queue):
+    first = enqueue(queue, "old", idempotency_key="report")
+    claim(queue)
+    result = services.message_enqueue(
+        collection=queue, payload="new", enqueued_by=ENQUEUER, idempotency_key="report",
+        on_conflict="replace",
+    )  # fmt: skip
+    assert (result.id, result.replaced) == (first, False)
+    assert Message.objects.get(id=first).payload == "old"
+
+
+def test_replace__without_it_the_holder_keeps_its_payload(queue):
+    first = enqueue(queue, "old", idempotency_key="report")
+    result = services.message_enqueue(
+        collection=queue, payload="new", enqueued_by=ENQUEUER, idempotency_key="report"
+    )
+    assert (result.id, result.replaced) == (first, False)
+    assert Message.objects.get(id=first).payload == "old"
+
+
+def test_debounce__due_that_long_after_the_last_replace(queue, frozen):
+    def send(payload):
+        return services.message_enqueue(
+            collection=queue, payload=payload, enqueued_by=ENQUEUER, idempotency_key="r",
+            on_conflict="replace", debounce_seconds=10,
+        )  # fmt: skip
+
+    first = send(1).id
+    clock.advance(8)
+    assert claim(queue) == []
+    assert send(2).replaced
+    clock.advance(8)  # 16 s after the first, 8 after the last
+    assert claim(queue) == []
+    clock.advance(3)
+    (m,) = claim(queue)
+    assert (m.id, m.payload) == (first, 2)
+
+
+def test_replace__bad_input_names_the_field(queue):
+    cases = (
+        ({"on_conflict": "replace"}, "on_conflict"),  # no idempotency key
+        ({"on_conflict": "merge", "idempotency_key": "k"}, "on_conflict"),
+        ({"debounce_seconds": -1}, "debounce_seconds"),
+        ({"debounce_seconds": 1, "delay_seconds": 1}, "debounce_seconds"),
+    )
+    for opts, field in cases:
+        with pytest.raises(err.InvalidQueueInput) as exc:
+            services.message_enqueue(collection=queue, payload=1, enqueued_by=ENQUEUER, **opts)
+        assert field in str(exc.value.details), opts
