@@ -115,6 +115,12 @@ class QueueStatsSerializer(serializers.Serializer):
     in_flight = serializers.IntegerField(help_text="Claimed.")
     dead = serializers.IntegerField()
     oldest_pending_age_seconds = serializers.FloatField(allow_null=True)
+    waiting_behind_key = serializers.IntegerField(
+        help_text="Ready and due, but behind the head of their ordering key."
+    )
+    waiting_behind_limit = serializers.IntegerField(
+        help_text="Ready and due heads held back because max_in_flight is reached."
+    )
 
     @staticmethod
     def of(stats: QueueStats) -> dict[str, Any]:
@@ -429,6 +435,17 @@ class MessageSerializer(serializers.ModelSerializer):
             "enqueued_by", "idempotency_key", "ordering_key", "died_key_head",
         ]  # fmt: skip
         read_only_fields = fields
+
+
+class OrderingKeySerializer(serializers.Serializer):
+    """An ordering key with live messages: its head and how many wait."""
+
+    ordering_key = serializers.CharField()
+    blocked = serializers.BooleanField(
+        help_text="The head is claimed or waiting for a retry: the key's next messages wait."
+    )
+    waiting = serializers.IntegerField(help_text="Live messages of the key, the head included.")
+    head = MessageSerializer()
 
 
 # ------------------------------------------------------------------- manage
