@@ -210,9 +210,23 @@ WHERE id = %(collection_id)s
 # Every enqueue statement locks the collection row FOR KEY SHARE (in place of
 # a foreign key checked once per row; see Message.collection): if the
 # collection is gone, nothing is inserted.
+# It also reads how the collection partitions its messages (``fair_key``,
+# see Message): from the locked row as it is now, not from the caller's copy,
+# so no message of a partitioned collection goes in without its partition key
+# (a change of partitioning locks the row FOR UPDATE: services.collections).
 _LOCK_QUEUE = """WITH queue AS (
-    SELECT id FROM groupqueues_collection WHERE id = %(collection_id)s FOR KEY SHARE
+    SELECT id, fairness,
+           fairness <> 'none' OR max_in_flight_per_key IS NOT NULL AS partitioned
+    FROM groupqueues_collection WHERE id = %(collection_id)s FOR KEY SHARE
 )"""
+
+
+def _fair_key(ordering_key: str) -> str:
+    """The partition key of a row whose ordering key is ``ordering_key``."""
+    return (
+        f"CASE WHEN queue.fairness = 'ordering_key' THEN COALESCE({ordering_key}::varchar, '')"
+        " WHEN queue.partitioned THEN %(enqueued_by)s::varchar END"
+    )
 _INSERT_MESSAGE = """INSERT INTO groupqueues_message (id, group_id, collection_id, payload,
     priority, enqueued_at, deliver_after, expires_at, state, claimed_by, attempt, max_attempts,
     enqueued_by, idempotency_key, ordering_key, fair_key)
@@ -223,7 +237,7 @@ _INSERT_MESSAGE = """INSERT INTO groupqueues_message (id, group_id, collection_i
 # literal), ``payloads`` (one JSON array, serialised by the client in one call)
 # and ``options`` (one JSON array of objects holding only the non-default
 # options: "pr" priority, "da" deliver_after, "ea" expires_at, "ma"
-# max_attempts, "k" idempotency key, "ok" ordering key, "fk" partition key). Text and JSON parameters are parsed by
+# max_attempts, "k" idempotency key, "ok" ordering key). Text and JSON parameters are parsed by
 # the server, much cheaper than psycopg binding arrays element by element.
 # WITH ORDINALITY keeps the list order, so seq follows it. A row whose
 # idempotency key is already taken in the collection is skipped by the unique
@@ -239,7 +253,9 @@ ENQUEUE_POSTGRES = (
         COALESCE((e.opt->>'pr')::int, 0), %(now)s,
         COALESCE((e.opt->>'da')::timestamptz, %(now)s), (e.opt->>'ea')::timestamptz,
         'ready', '', 0, COALESCE((e.opt->>'ma')::int, %(max_attempts)s), %(enqueued_by)s,
-        e.opt->>'k', e.opt->>'ok', e.opt->>'fk'
+        e.opt->>'k', e.opt->>'ok', """
+    + _fair_key("e.opt->>'ok'")
+    + """
     FROM queue, ROWS FROM (unnest(%(ids)s::uuid[]), jsonb_array_elements(%(payloads)s::jsonb),
                            jsonb_array_elements(%(options)s::jsonb))
          WITH ORDINALITY AS e(id, payload, opt, ord)
@@ -262,7 +278,9 @@ ENQUEUE_PLAIN_POSTGRES = (
     + ", ins AS (\n"
     + _INSERT_MESSAGE
     + """    SELECT e.id, %(group_id)s, queue.id, e.payload, 0, %(now)s, %(now)s, NULL, 'ready',
-        '', 0, %(max_attempts)s, %(enqueued_by)s, NULL, NULL, NULL
+        '', 0, %(max_attempts)s, %(enqueued_by)s, NULL, NULL, """
+    + _fair_key("NULL")
+    + """
     FROM queue, ROWS FROM (unnest(%(ids)s::uuid[]), jsonb_array_elements(%(payloads)s::jsonb))
          WITH ORDINALITY AS e(id, payload, ord)
     ORDER BY e.ord
@@ -282,7 +300,9 @@ ENQUEUE_ONE_POSTGRES = (
     + _INSERT_MESSAGE
     + """SELECT %(id)s, %(group_id)s, queue.id, %(payload)s::jsonb, %(priority)s, %(now)s,
     %(deliver_after)s, %(expires_at)s, 'ready', '', 0, %(max_attempts)s, %(enqueued_by)s,
-    %(key)s, %(ordering_key)s, %(fair_key)s
+    %(key)s, %(ordering_key)s::varchar, """
+    + _fair_key("%(ordering_key)s")
+    + """
 FROM queue
 ON CONFLICT (collection_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, (SELECT 1 FROM (SELECT pg_notify(%(channel)s, '')) AS n WHERE %(wake)s)
@@ -354,6 +374,10 @@ _CANDIDATES_IN_ORDER = f"""cand AS MATERIALIZED (
 # partition keys with ready work by a loose index scan of gq_msg_fair (one
 # probe per partition), then each partition's first n heads in claim order
 # (LATERAL, the same index), so a partition behind another's backlog is seen.
+# Every ready row of a partitioned collection has a partition key (the enqueue
+# statements take it from the locked collection row; a change of partitioning
+# rewrites the live rows), so no scan of rows without one is needed: such a
+# scan walked the whole backlog of gq_msg_claimable (0.7 s at 20,000 rows).
 _CANDIDATES_BY_PARTITION_POSTGRES = f"""parts AS (
     (SELECT fair_key AS k FROM groupqueues_message
      WHERE collection_id = %(collection_id)s AND state = 'ready' AND fair_key IS NOT NULL
@@ -370,10 +394,6 @@ _CANDIDATES_BY_PARTITION_POSTGRES = f"""parts AS (
         WHERE {_DUE} AND m.fair_key = parts.k
         ORDER BY m.priority DESC, m.deliver_after, m.seq LIMIT %(n)s) AS c
     WHERE parts.k IS NOT NULL
-    UNION ALL
-    SELECT * FROM (SELECT {_CANDIDATE_COLUMNS} FROM groupqueues_message AS m
-                   WHERE {_DUE} AND m.fair_key IS NULL
-                   ORDER BY m.priority DESC, m.deliver_after, m.seq LIMIT %(n)s) AS unkeyed
     UNION ALL SELECT * FROM ({_LAPSED}) AS lapsed
 )"""
 # SQLite (no LATERAL; one writer at a time and embedded-sized queues): every

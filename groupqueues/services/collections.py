@@ -175,14 +175,18 @@ def collection_update(
     partition key of its live messages in the same transaction. Raises
     InvalidQueueInput."""
     settings = _check_settings(locals())
-    before = (collection.uses_partition_key, collection.fairness)
     for name, value in settings.items():
         setattr(collection, name, value)
     _check_backoff(collection)
     if settings:
         with transaction.atomic():
+            repartition = "fairness" in settings or "max_in_flight_per_key" in settings
+            if repartition:
+                # Waits for enqueues in flight (they hold KEY SHARE) and holds
+                # back new ones until commit: none is left with an old key.
+                list(Collection.objects.select_for_update().filter(pk=collection.pk).values("pk"))
             Collection.objects.filter(pk=collection.pk).update(**settings)
-            if (collection.uses_partition_key, collection.fairness) != before:
+            if repartition:
                 _repartition(collection)
     return collection
 

@@ -90,7 +90,7 @@ def _enqueue_query(
         params.update(id=r.id, payload=_payload_text(r), priority=r.priority,
                       deliver_after=r.deliver_after, expires_at=r.expires_at,
                       max_attempts=r.max_attempts, key=r.idempotency_key,
-                      ordering_key=r.ordering_key, fair_key=r.fair_key)  # fmt: skip
+                      ordering_key=r.ordering_key)  # fmt: skip
         return sql.ENQUEUE_ONE_POSTGRES
     default = collection.default_max_attempts
     if payloads is None:
@@ -167,8 +167,6 @@ def _options_json(rows: list[PreparedMessage], now: datetime, default_max_attemp
             extra.append(f'"k":{json.dumps(r.idempotency_key)}')
         if r.ordering_key is not None:
             extra.append(f'"ok":{json.dumps(r.ordering_key)}')
-        if r.fair_key is not None:
-            extra.append(f'"fk":{json.dumps(r.fair_key)}')
         parts.append("{" + ",".join(extra) + "}" if extra else "{}")
     return "[" + ",".join(parts) + "]"
 
