@@ -441,7 +441,9 @@ _LIMITED = (
 
 def _claim_featured_postgres(candidates: str, *, fair: bool) -> str:
     """The featured claim, ONE statement: choose (no locks), then lock the
-    chosen rows with SKIP LOCKED (a row another claimer took meanwhile fails
+    chosen rows (``= ANY (ARRAY(…))``: an InitPlan computed once; as
+    ``IN (SELECT …)`` under FOR UPDATE the fairness statement took 1.5 s
+    instead of 30 ms at a 20,000 backlog) with SKIP LOCKED (a row another claimer took meanwhile fails
     the re-checked state and is skipped: this claim then hands out fewer) and
     claim or kill them as CLAIM_POSTGRES does. A killed key head is recorded
     (``died_key_head``)."""
@@ -452,7 +454,7 @@ def _claim_featured_postgres(candidates: str, *, fair: bool) -> str:
       AND (%(limited)s::boolean OR NOT ({_LIMITED}))
 ), {candidates}, {chosen}, locked AS MATERIALIZED (
     SELECT m.seq, m.expires_at, m.attempt, m.max_attempts FROM groupqueues_message AS m
-    WHERE m.seq IN (SELECT seq FROM chosen) AND m.collection_id = %(collection_id)s
+    WHERE m.seq = ANY (ARRAY(SELECT seq FROM chosen)) AND m.collection_id = %(collection_id)s
       AND EXISTS (SELECT 1 FROM open)
       AND ((m.state = 'ready' AND m.deliver_after <= %(now)s)
            OR (m.state = 'claimed' AND m.lease_expires_at <= %(now)s))
