@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_bench import migrate, setup_django  # noqa: E402
+from engine_bench import migrate, setup_django
 
 
 def enqueue_tenant(queue: object, tenant: str, count: int) -> None:
@@ -63,9 +63,7 @@ def run(fairness: str, a: int, b: int, batch: int) -> tuple[int, int, float]:
             b_left -= got_b
             if b_left == 0:
                 last_b_round = rounds
-        services.message_ack_batch(
-            collection=queue, acks=[(m.id, m.claim_token) for m in messages]
-        )
+        services.message_ack_batch(collection=queue, acks=[(m.id, m.claim_token) for m in messages])
     return last_b_round, rounds, time.perf_counter() - start
 
 

@@ -180,9 +180,11 @@ class Collection(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(rate_limit_count__isnull=True, rate_limit_seconds__isnull=True)
-                | Q(rate_limit_count__gte=RATE_LIMIT_COUNT.low,
+                | Q(
+                    rate_limit_count__gte=RATE_LIMIT_COUNT.low,
                     rate_limit_count__lte=RATE_LIMIT_COUNT.high,
-                    rate_limit_seconds__in=list(RATE_INTERVALS.values())),
+                    rate_limit_seconds__in=list(RATE_INTERVALS.values()),
+                ),
                 name="gq_collection_rate_limit_valid",
             ),
         ]
@@ -278,7 +280,7 @@ def _is_key_head() -> Q:
         collection_id=OuterRef("collection_id"), ordering_key=OuterRef("ordering_key"),
         state__in=LIVE_STATES, seq__lt=OuterRef("seq"),
     )  # fmt: skip
-    return Q(ordering_key__isnull=False) & ~Exists(earlier)
+    return Q(Q(ordering_key__isnull=False), ~Exists(earlier))
 
 
 class MessageQuerySet(models.QuerySet["Message"]):

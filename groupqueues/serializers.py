@@ -26,8 +26,8 @@ from groupqueues.models import (
     Message,
 )
 from groupqueues.selectors import QueueStats
-from groupqueues.services.collections import parse_rate_limit
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
+from groupqueues.services.collections import parse_rate_limit
 from groupqueues.settings_ranges import SETTING_RANGES
 from principals.models import Group
 from queueproject.serializers import (

@@ -227,6 +227,8 @@ def _fair_key(ordering_key: str) -> str:
         f"CASE WHEN queue.fairness = 'ordering_key' THEN COALESCE({ordering_key}::varchar, '')"
         " WHEN queue.partitioned THEN %(enqueued_by)s::varchar END"
     )
+
+
 _INSERT_MESSAGE = """INSERT INTO groupqueues_message (id, group_id, collection_id, payload,
     priority, enqueued_at, deliver_after, expires_at, state, claimed_by, attempt, max_attempts,
     enqueued_by, idempotency_key, ordering_key, fair_key)
@@ -355,7 +357,9 @@ _KEY_HEAD = """(m.ordering_key IS NULL OR (
     AND NOT EXISTS (SELECT 1 FROM groupqueues_message AS k
                     WHERE k.collection_id = m.collection_id AND k.ordering_key = m.ordering_key
                       AND k.state = 'claimed' AND k.seq <> m.seq)))"""
-_CANDIDATE_COLUMNS = "m.seq, m.priority, m.deliver_after, m.expires_at, m.attempt, m.max_attempts, m.fair_key"
+_CANDIDATE_COLUMNS = (
+    "m.seq, m.priority, m.deliver_after, m.expires_at, m.attempt, m.max_attempts, m.fair_key"
+)
 # Due ready rows (claim order, through gq_msg_claimable) and claimed rows whose
 # lease lapsed, both restricted to key heads.
 _DUE = f"""m.collection_id = %(collection_id)s AND m.state = 'ready'
@@ -434,8 +438,7 @@ _CLAIM_UPDATE_FEATURED = _CLAIM_UPDATE.replace(
 # ``limited`` parameter says it holds it; a caller whose copy of the row
 # predates the limits finds nothing and re-reads it).
 _LIMITED = (
-    "max_in_flight IS NOT NULL OR max_in_flight_per_key IS NOT NULL"
-    " OR rate_limit_count IS NOT NULL"
+    "max_in_flight IS NOT NULL OR max_in_flight_per_key IS NOT NULL OR rate_limit_count IS NOT NULL"
 )
 
 
@@ -443,10 +446,10 @@ def _claim_featured_postgres(candidates: str, *, fair: bool) -> str:
     """The featured claim, ONE statement: choose (no locks), then lock the
     chosen rows (``= ANY (ARRAY(…))``: an InitPlan computed once; as
     ``IN (SELECT …)`` under FOR UPDATE the fairness statement took 1.5 s
-    instead of 30 ms at a 20,000 backlog) with SKIP LOCKED (a row another claimer took meanwhile fails
-    the re-checked state and is skipped: this claim then hands out fewer) and
-    claim or kill them as CLAIM_POSTGRES does. A killed key head is recorded
-    (``died_key_head``)."""
+    instead of 30 ms at a 20,000 backlog) with SKIP LOCKED (a row another
+    claimer took meanwhile fails the re-checked state and is skipped: this
+    claim then hands out fewer) and claim or kill them as CLAIM_POSTGRES
+    does. A killed key head is recorded (``died_key_head``)."""
     chosen = _CHOSEN.replace("{round}", "r.rn, " if fair else "")
     return f"""WITH RECURSIVE open AS (
     SELECT 1 FROM groupqueues_collection WHERE id = %(collection_id)s AND NOT paused

@@ -384,7 +384,8 @@ class KeysView(APIView):
         blocked = _blocked_filter(request)
         paginator = Pagination()
         heads = selectors.ordering_key_heads(collection=collection, blocked=blocked)
-        page = paginator.paginate_queryset(heads, request, self)
+        # rows annotated with ``blocked`` and ``waiting`` (selectors.ordering_key_heads)
+        page: list[Any] = paginator.paginate_queryset(heads, request, self) or []
         body = [
             {"ordering_key": h.ordering_key, "blocked": h.blocked, "waiting": h.waiting,
              "head": message_body(h, collection)}

@@ -4,98 +4,160 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('groupqueues', '0009_collection_claim_floor'),
-        ('principals', '0003_app_webhook_timeout'),
+        ("groupqueues", "0009_collection_claim_floor"),
+        ("principals", "0003_app_webhook_timeout"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='collection',
-            name='fairness',
-            field=models.CharField(choices=[('none', 'None'), ('enqueuer', 'Enqueuer'), ('ordering_key', 'Ordering Key')], default='none', max_length=12),
+            model_name="collection",
+            name="fairness",
+            field=models.CharField(
+                choices=[
+                    ("none", "None"),
+                    ("enqueuer", "Enqueuer"),
+                    ("ordering_key", "Ordering Key"),
+                ],
+                default="none",
+                max_length=12,
+            ),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='max_in_flight',
+            model_name="collection",
+            name="max_in_flight",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='max_in_flight_per_key',
+            model_name="collection",
+            name="max_in_flight_per_key",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='rate_at',
+            model_name="collection",
+            name="rate_at",
             field=models.DateTimeField(editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='rate_limit_count',
+            model_name="collection",
+            name="rate_limit_count",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='rate_limit_seconds',
+            model_name="collection",
+            name="rate_limit_seconds",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='rate_tokens',
+            model_name="collection",
+            name="rate_tokens",
             field=models.FloatField(editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='uses_ordering_keys',
+            model_name="collection",
+            name="uses_ordering_keys",
             field=models.BooleanField(default=False, editable=False),
         ),
         migrations.AddField(
-            model_name='message',
-            name='died_key_head',
+            model_name="message",
+            name="died_key_head",
             field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AddField(
-            model_name='message',
-            name='fair_key',
+            model_name="message",
+            name="fair_key",
             field=models.CharField(blank=True, editable=False, max_length=200, null=True),
         ),
         migrations.AddField(
-            model_name='message',
-            name='ordering_key',
+            model_name="message",
+            name="ordering_key",
             field=models.CharField(blank=True, max_length=200, null=True),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(condition=models.Q(('ordering_key__isnull', False), ('state__in', ['ready', 'claimed'])), fields=['collection', 'ordering_key', 'seq'], name='gq_msg_key'),
+            model_name="message",
+            index=models.Index(
+                condition=models.Q(
+                    ("ordering_key__isnull", False), ("state__in", ["ready", "claimed"])
+                ),
+                fields=["collection", "ordering_key", "seq"],
+                name="gq_msg_key",
+            ),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(condition=models.Q(('ordering_key__isnull', False), ('state', 'claimed')), fields=['collection', 'ordering_key'], name='gq_msg_key_claimed'),
+            model_name="message",
+            index=models.Index(
+                condition=models.Q(("ordering_key__isnull", False), ("state", "claimed")),
+                fields=["collection", "ordering_key"],
+                name="gq_msg_key_claimed",
+            ),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(models.F('collection'), models.F('fair_key'), models.OrderBy(models.F('priority'), descending=True), models.F('deliver_after'), models.F('seq'), condition=models.Q(('fair_key__isnull', False), ('state', 'ready')), name='gq_msg_fair'),
+            model_name="message",
+            index=models.Index(
+                models.F("collection"),
+                models.F("fair_key"),
+                models.OrderBy(models.F("priority"), descending=True),
+                models.F("deliver_after"),
+                models.F("seq"),
+                condition=models.Q(("fair_key__isnull", False), ("state", "ready")),
+                name="gq_msg_fair",
+            ),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(condition=models.Q(('fair_key__isnull', False), ('state', 'claimed')), fields=['collection', 'fair_key'], name='gq_msg_fair_claimed'),
+            model_name="message",
+            index=models.Index(
+                condition=models.Q(("fair_key__isnull", False), ("state", "claimed")),
+                fields=["collection", "fair_key"],
+                name="gq_msg_fair_claimed",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.CheckConstraint(condition=models.Q(('max_in_flight__isnull', True), models.Q(('max_in_flight__gte', 1), ('max_in_flight__lte', 2147483647)), _connector='OR'), name='gq_collection_max_in_flight_range'),
+            model_name="collection",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("max_in_flight__isnull", True),
+                    models.Q(("max_in_flight__gte", 1), ("max_in_flight__lte", 2147483647)),
+                    _connector="OR",
+                ),
+                name="gq_collection_max_in_flight_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.CheckConstraint(condition=models.Q(('max_in_flight_per_key__isnull', True), models.Q(('max_in_flight_per_key__gte', 1), ('max_in_flight_per_key__lte', 2147483647)), _connector='OR'), name='gq_collection_max_in_flight_per_key_range'),
+            model_name="collection",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("max_in_flight_per_key__isnull", True),
+                    models.Q(
+                        ("max_in_flight_per_key__gte", 1),
+                        ("max_in_flight_per_key__lte", 2147483647),
+                    ),
+                    _connector="OR",
+                ),
+                name="gq_collection_max_in_flight_per_key_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.CheckConstraint(condition=models.Q(('fairness__in', ['none', 'enqueuer', 'ordering_key'])), name='gq_collection_fairness_valid'),
+            model_name="collection",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("fairness__in", ["none", "enqueuer", "ordering_key"])),
+                name="gq_collection_fairness_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('rate_limit_count__isnull', True), ('rate_limit_seconds__isnull', True)), models.Q(('rate_limit_count__gte', 1), ('rate_limit_count__lte', 1000000), ('rate_limit_seconds__in', [1, 60, 3600])), _connector='OR'), name='gq_collection_rate_limit_valid'),
+            model_name="collection",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("rate_limit_count__isnull", True), ("rate_limit_seconds__isnull", True)
+                    ),
+                    models.Q(
+                        ("rate_limit_count__gte", 1),
+                        ("rate_limit_count__lte", 1000000),
+                        ("rate_limit_seconds__in", [1, 60, 3600]),
+                    ),
+                    _connector="OR",
+                ),
+                name="gq_collection_rate_limit_valid",
+            ),
         ),
     ]

@@ -102,7 +102,7 @@ def claim_featured(
     if not collection.uses_limits:
         return _run_postgres(collection, _params(collection, worker_id, n, now, lease))
     with transaction.atomic():
-        params = {"collection_id": collection.pk, "now": now}
+        params: dict[str, Any] = {"collection_id": collection.pk, "now": now}
         with rawsql.cursor() as cur:
             cur.execute(sql.LIMITS_LOCK_POSTGRES, params)
             found = cur.fetchall()
@@ -114,16 +114,20 @@ def claim_featured(
                 cur.execute(sql.IN_FLIGHT_POSTGRES, params)
                 ((in_flight,),) = cur.fetchall()
         if (max_in_flight, per_key, fairness, rate_count, rate_seconds) != (
-            collection.max_in_flight, collection.max_in_flight_per_key, collection.fairness,
-            collection.rate_limit_count, collection.rate_limit_seconds,
+            collection.max_in_flight,
+            collection.max_in_flight_per_key,
+            collection.fairness,
+            collection.rate_limit_count,
+            collection.rate_limit_seconds,
         ):  # an old copy: claim by the row as it is (locked, so it stays)
             collection.refresh_from_db(fields=FEATURE_FIELDS)
-            if not collection.uses_limits:
+            if not _has_limits(collection):
                 return _run_postgres(collection, _params(collection, worker_id, n, now, lease))
         budget = budget_of(max_in_flight=max_in_flight, in_flight=in_flight,
                            rate_count=rate_count, rate_seconds=rate_seconds, tokens=tokens,
                            at=at, now=now)  # fmt: skip
-        got, died = [], 0
+        got: list[ClaimedMessage] = []
+        died = 0
         if budget.allowed is None or budget.allowed > 0:
             take = n if budget.allowed is None else min(n, budget.allowed)
             got, died = _run_postgres(collection, _params(collection, worker_id, take, now, lease))
@@ -131,7 +135,15 @@ def claim_featured(
     return got, died
 
 
-def _run_postgres(collection: Collection, params: dict[str, Any]) -> tuple[list[ClaimedMessage], int]:
+def _has_limits(collection: Collection) -> bool:
+    """``collection.uses_limits`` as it is now (a call, so a type checker does
+    not carry an earlier answer over a refresh)."""
+    return collection.uses_limits
+
+
+def _run_postgres(
+    collection: Collection, params: dict[str, Any]
+) -> tuple[list[ClaimedMessage], int]:
     with rawsql.cursor() as cur:
         cur.execute(sql.CLAIM_FEATURED_POSTGRES[_shape(collection)], params)
         return postgres.claimed_from_rows(cur.fetchall())

@@ -93,9 +93,8 @@ def parse_rate_limit(value: Any) -> tuple[int, int] | tuple[None, None]:
         )
     count = int(found.group(1))
     if not RATE_LIMIT_COUNT.low <= count <= RATE_LIMIT_COUNT.high:
-        raise err.InvalidQueueInput.field(
-            "rate_limit", f"n must be from {int(RATE_LIMIT_COUNT.low)} to {int(RATE_LIMIT_COUNT.high)}."
-        )
+        low, high = int(RATE_LIMIT_COUNT.low), int(RATE_LIMIT_COUNT.high)
+        raise err.InvalidQueueInput.field("rate_limit", f"n must be from {low} to {high}.")
     return count, RATE_INTERVALS[found.group(2)]
 
 

@@ -88,8 +88,12 @@ def _enqueue(
         payloads = check.payloads_json([new.payload for new in messages], max_depth=max_depth,
                                        max_bytes=collection.max_payload_bytes)  # fmt: skip
     ids = new_message_ids(len(messages))
-    if (payloads is not None and collection.max_depth is None and not collection.uses_partition_key
-            and all(map(_plain, messages))):
+    if (
+        payloads is not None
+        and collection.max_depth is None
+        and not collection.uses_partition_key
+        and all(map(_plain, messages))
+    ):
         return postgres.enqueue_plain(collection, ids, payloads, now=now,
                                       enqueued_by=enqueued_by, settings=settings)  # fmt: skip
     rows = [
@@ -215,7 +219,9 @@ def _check_replace(new: NewMessage, index: int | None) -> bool:
     return True
 
 
-def _partition_key(collection: Collection, ordering_key: str | None, enqueued_by: str) -> str | None:
+def _partition_key(
+    collection: Collection, ordering_key: str | None, enqueued_by: str
+) -> str | None:
     """The message's ``fair_key``: its ordering key ("" without one) when the
     collection's fairness is by ordering key, else its enqueuer; None when the
     collection partitions nothing (the plain path)."""

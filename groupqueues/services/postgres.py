@@ -103,7 +103,7 @@ def _enqueue_query(
 def lock_ordering_keys(collection: Collection, keys: list[str]) -> None:
     """Take the enqueue locks of these ordering keys until commit
     (``sql.KEY_ENQUEUE_LOCK_POSTGRES``; in sorted order: no deadlock)."""
-    params = {"collection_id": collection.pk, "keys": sorted(set(keys))}
+    params: dict[str, Any] = {"collection_id": collection.pk, "keys": sorted(set(keys))}
     with rawsql.cursor() as cur:
         cur.execute(sql.KEY_ENQUEUE_LOCK_POSTGRES, params)
 

@@ -39,7 +39,10 @@ def main() -> None:
     while not os.path.exists(go_file):
         time.sleep(0.005)
     worker = f"k{seed}-{os.getpid()}"
-    insert = f"INSERT INTO {recorder} (worker, msg, okey, idx, event, acked) VALUES (%s, %s, %s, %s, %s, %s)"  # noqa: S608 - a test table name
+    insert = (
+        f"INSERT INTO {recorder} (worker, msg, okey, idx, event, acked)"
+        " VALUES (%s, %s, %s, %s, %s, %s)"
+    )
     while True:
         batch = services.message_claim(collection=queue, worker_id=worker, n=rng.randint(1, 10))
         if not batch:

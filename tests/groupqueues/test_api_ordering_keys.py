@@ -53,8 +53,13 @@ def test_collection__settings_round_trip(tree, admin):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("fairness", "tenant"), ("rate_limit", "5/week"), ("rate_limit", 5),
-     ("max_in_flight", 0), ("max_in_flight_per_key", "x")],  # fmt: skip
+    [
+        ("fairness", "tenant"),
+        ("rate_limit", "5/week"),
+        ("rate_limit", 5),
+        ("max_in_flight", 0),
+        ("max_in_flight_per_key", "x"),
+    ],
 )
 def test_collection__bad_settings_are_400_with_the_field(tree, queue, admin, field, value):
     response = admin.patch(q_url(tree["child"]), {field: value}, format="json")
@@ -107,9 +112,13 @@ def test_enqueue__replace_keeps_the_id(tree, queue, editor):
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [({"ordering_key": ""}, "ordering_key"), ({"ordering_key": 5}, "ordering_key"),
-     ({"on_conflict": "merge"}, "on_conflict"), ({"on_conflict": "replace"}, "on_conflict"),
-     ({"debounce_seconds": -1}, "debounce_seconds")],  # fmt: skip
+    [
+        ({"ordering_key": ""}, "ordering_key"),
+        ({"ordering_key": 5}, "ordering_key"),
+        ({"on_conflict": "merge"}, "on_conflict"),
+        ({"on_conflict": "replace"}, "on_conflict"),
+        ({"debounce_seconds": -1}, "debounce_seconds"),
+    ],
 )
 def test_enqueue__bad_input_is_400_with_the_field(tree, queue, editor, body, field):
     response = _post(editor, q_url(tree["child"], rest="messages/"), {"payload": 1, **body})

@@ -5,6 +5,8 @@ messages without a key as before; fairness order; each limit."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from groupqueues import exceptions as err
@@ -253,8 +255,9 @@ def test_limit__settings_are_checked(queue):
     for name, bad in (("rate_limit", "3/week"), ("rate_limit", "0/s"), ("rate_limit", 3),
                       ("max_in_flight", 0), ("max_in_flight_per_key", -1),
                       ("fairness", "tenant")):  # fmt: skip
+        setting: dict[str, Any] = {name: bad}
         with pytest.raises(err.InvalidQueueInput) as exc:
-            services.collection_update(collection=queue, **{name: bad})
+            services.collection_update(collection=queue, **setting)
         assert name in str(exc.value.details)
     updated = services.collection_update(collection=queue, rate_limit="1000/min")
     assert updated.rate_limit == "1000/min"

@@ -47,10 +47,11 @@ def _fill(queue, count, keys):
         services.message_enqueue_batch(
             collection=queue,
             messages=[
-                services.NewMessage(payload={"k": f"key{j % keys}", "i": j // keys},
-                                    ordering_key=f"key{j % keys}")
+                services.NewMessage(
+                    payload={"k": f"key{j % keys}", "i": j // keys}, ordering_key=f"key{j % keys}"
+                )
                 for j in range(start, min(count, start + 500))
-            ],  # fmt: skip
+            ],
             enqueued_by="app:test",
         )
 
@@ -59,13 +60,23 @@ def _run(queue, processes, tmp_path, timeout):
     go_file = tmp_path / "go"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.groupqueues.key_worker", str(queue.pk), str(i),
-             str(go_file), RECORDER],
-            cwd=ROOT, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "tests.groupqueues.key_worker",
+                str(queue.pk),
+                str(i),
+                str(go_file),
+                RECORDER,
+            ],
+            cwd=ROOT,
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
         for i in range(processes)
-    ]  # fmt: skip
+    ]
     for proc in procs:
         assert proc.stdout is not None and proc.stderr is not None
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
@@ -77,7 +88,7 @@ def _run(queue, processes, tmp_path, timeout):
 
 def _check(queue, count, keys):
     with connection.cursor() as cur:
-        cur.execute(f"SELECT okey, idx, event, acked FROM {RECORDER} ORDER BY n")  # noqa: S608
+        cur.execute(f"SELECT okey, idx, event, acked FROM {RECORDER} ORDER BY n")
         events = cur.fetchall()
     holding: dict[str, int | None] = defaultdict(lambda: None)
     handled: dict[str, list[int]] = defaultdict(list)
