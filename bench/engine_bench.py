@@ -320,12 +320,67 @@ def pgbench_baseline(database_url: str, count: int) -> None:
                 print(f"{name:<42} {float(tps[1]) * per:>10,.0f} msg/s  (raw SQL, C client)")
 
 
+# --- ordering keys and fairness against the plain path (issue 18) ---------
+
+FEATURE_KEYS = 10_000
+FEATURE_TENANTS = 10
+
+
+def fill_featured(queue: Collection, count: int, mode: str) -> None:
+    """``count`` messages for ``mode``: "plain" (as ``fill``), "keys" (ordering
+    keys round-robin over FEATURE_KEYS distinct keys) or "fair" (fairness by
+    enqueuer, FEATURE_TENANTS enqueuers each enqueuing a share in turn)."""
+    from groupqueues import services
+
+    if mode == "fair":
+        services.collection_update(collection=queue, fairness="enqueuer")
+    for start in range(0, count, 500):
+        stop = min(count, start + 500)
+        key = (lambda i: f"k{i % FEATURE_KEYS}") if mode == "keys" else (lambda i: None)
+        batch = [services.NewMessage(payload={"i": i}, ordering_key=key(i))
+                 for i in range(start, stop)]  # fmt: skip
+        by = f"tenant{(start // 500) % FEATURE_TENANTS}" if mode == "fair" else "bench"
+        services.message_enqueue_batch(collection=queue, messages=batch, enqueued_by=by)
+
+
+def bench_feature(count: int, batch: int, mode: str) -> tuple[int, float]:
+    """claim+ack at ``batch`` in one process over a queue filled for ``mode``."""
+    queue = new_queue(mode)
+    fill_featured(queue, count, mode)
+    settle()
+    start = time.perf_counter()
+    done = drain(queue.pk, batch)
+    return done, time.perf_counter() - start
+
+
+def features(count: int, repeat: int) -> None:
+    """Plain, keys and fairness interleaved (plain first in every round), and
+    each one's best rate as a share of the plain path's."""
+    best: dict[tuple[str, int], float] = {}
+    for _ in range(repeat):
+        for batch in (1, 100):
+            for mode in ("plain", "keys", "fair"):
+                done, seconds = bench_feature(count if batch == 100 else count // 10, batch, mode)
+                best[mode, batch] = max(best.get((mode, batch), 0.0), done / seconds)
+    for batch in (1, 100):
+        plain = best["plain", batch]
+        for mode in ("plain", "keys", "fair"):
+            r = best[mode, batch]
+            share = r / plain
+            print(
+                f"claim+ack batch {batch:>3}, {mode:<5} {r:>10,.0f} msg/s  {share:>6.0%} of plain"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
     parser.add_argument("--dead", type=int, default=1_000_000, help="dead rows to add")
     parser.add_argument("--repeat", type=int, default=1, help="runs per scenario; best shown")
     parser.add_argument("--pgbench", action="store_true", help="also run the raw pgbench baseline")
+    parser.add_argument(
+        "--features", action="store_true", help="only: claim+ack with keys / fairness vs plain"
+    )
     args = parser.parse_args()
     database_url = os.environ.get("DATABASE_URL")
     tmp = None
@@ -348,6 +403,9 @@ def main() -> None:
         done, seconds = max(runs, key=lambda r: r[0] / r[1])
         print(f"{label:<42} {rate(done, seconds)}", flush=True)
 
+    if args.features:
+        features(n(20_000), args.repeat)
+        return
     if args.pgbench and connection.vendor == "postgresql":
         pgbench_baseline(database_url, n(5_000))
     run("enqueue one by one", bench_enqueue_single, n(5_000))

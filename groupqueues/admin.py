@@ -29,8 +29,9 @@ from django.utils.html import format_html
 from groupqueues import admin_dead, selectors, services
 from groupqueues.exceptions import GroupQueueError, InvalidQueueInput
 from groupqueues.excerpts import error_excerpt, payload_excerpt
-from groupqueues.models import Collection, CollectionKind, Message, MessageState
+from groupqueues.models import Collection, CollectionKind, Fairness, Message, MessageState
 from groupqueues.selectors import QueueStats
+from groupqueues.services.collections import parse_rate_limit
 from groupqueues.settings_ranges import SETTING_RANGES
 from groupqueues.validation import PRIORITY_MAX, PRIORITY_MIN
 from principals.admin import CapabilityAdmin, admin_principal
@@ -41,6 +42,8 @@ from queueproject.models import WorkerProcess
 SETTINGS = [
     "max_payload_bytes", "default_max_attempts", "visibility_timeout", "retry_backoff_base",
     "retry_backoff_max", "dead_retention", "max_depth", "paused",
+    # ordering keys, fairness and limits (SPEC §7)
+    "fairness", "max_in_flight", "max_in_flight_per_key", "rate_limit",
 ]  # fmt: skip
 
 
@@ -106,10 +109,33 @@ class CollectionForm(forms.ModelForm):
     retry_backoff_max = setting_field("retry_backoff_max")
     dead_retention = setting_field("dead_retention")
     max_depth = setting_field("max_depth")
+    max_in_flight = setting_field("max_in_flight")
+    max_in_flight_per_key = setting_field("max_in_flight_per_key")
+    rate_limit = forms.CharField(
+        required=False, max_length=20, help_text='"100/s", "1000/min" or "10/h"; empty: none.'
+    )
 
     class Meta:
         model = Collection
         fields = ["group", "name", *SETTINGS]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["fairness"].required = False
+        if self.instance.pk is not None:
+            self.fields["rate_limit"].initial = self.instance.rate_limit
+
+    def clean_fairness(self) -> str:
+        return self.cleaned_data["fairness"] or Fairness.NONE
+
+    def clean_rate_limit(self) -> str | None:
+        """The rate limit as the service reads it (None: none), checked by it."""
+        value = self.cleaned_data["rate_limit"] or None
+        try:
+            parse_rate_limit(value)
+        except InvalidQueueInput as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return value
 
 
 @admin.register(Collection)

@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models import Case, DateTimeField, F, Q, Value, When
+from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, Value, When
 
-from groupqueues.settings_ranges import range_constraints
+from groupqueues.settings_ranges import RATE_LIMIT_COUNT, range_constraints
 from principals.models import Group
 from queueproject import notify
 
@@ -61,6 +61,9 @@ class DeadReason(models.TextChoices):
 
 LIVE_STATES = (MessageState.READY, MessageState.CLAIMED)
 
+# The intervals a rate limit may name ("100/s", "1000/min"), in seconds.
+RATE_INTERVALS: dict[str, int] = {"s": 1, "min": 60, "h": 3600}
+
 # THE claim order, as (field, descending) pairs: priority DESC, ready time
 # ASC, enqueue order ASC. ``MessageQuerySet.in_claim_order`` and
 # ``claim_order_key`` are built from it; the ORDER BYs of ``sql.CLAIM_POSTGRES``
@@ -96,6 +99,15 @@ _NOT_HELD: dict[str, Any] = {
 def collection_channel(collection_id: object) -> str:
     """The notify channel of a collection's consumers, by the collection's id."""
     return notify.channel("gq", collection_id)
+
+
+class Fairness(models.TextChoices):
+    """How a claim shares out work (SPEC §7): strictly in claim order, or
+    round-robin across the partition keys with ready work."""
+
+    NONE = "none"
+    ENQUEUER = "enqueuer"
+    ORDERING_KEY = "ordering_key"
 
 
 class CollectionQuerySet(models.QuerySet["Collection"]):
@@ -138,6 +150,20 @@ class Collection(models.Model):
     claim_floor_seq = models.BigIntegerField(null=True, editable=False)
     claim_floor_lease = models.DateTimeField(null=True, editable=False)
     claim_floor_at = models.DateTimeField(null=True, editable=False)
+    # Ordering keys, fairness and limits (SPEC §7; docs/ordering-and-limits.md).
+    # A collection that uses none of them claims through the plain statement;
+    # ``uses_ordering_keys`` is set (never cleared) by the first enqueue with an
+    # ordering key, in that enqueue's transaction.
+    fairness = models.CharField(max_length=12, choices=Fairness.choices, default=Fairness.NONE)
+    max_in_flight = models.PositiveIntegerField(null=True, blank=True)
+    max_in_flight_per_key = models.PositiveIntegerField(null=True, blank=True)
+    # ``rate_limit`` "n/s" or "n/min": n claims per interval (a token bucket,
+    # ``rate_tokens`` left at ``rate_at``; written only by the claim).
+    rate_limit_count = models.PositiveIntegerField(null=True, blank=True)
+    rate_limit_seconds = models.PositiveIntegerField(null=True, blank=True)
+    rate_tokens = models.FloatField(null=True, editable=False)
+    rate_at = models.DateTimeField(null=True, editable=False)
+    uses_ordering_keys = models.BooleanField(default=False, editable=False)
 
     objects = CollectionQuerySet.as_manager()
 
@@ -149,10 +175,54 @@ class Collection(models.Model):
                 condition=Q(kind__in=CollectionKind.values), name="gq_collection_kind_valid"
             ),
             *range_constraints(),
+            models.CheckConstraint(
+                condition=Q(fairness__in=Fairness.values), name="gq_collection_fairness_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(rate_limit_count__isnull=True, rate_limit_seconds__isnull=True)
+                | Q(
+                    rate_limit_count__gte=RATE_LIMIT_COUNT.low,
+                    rate_limit_count__lte=RATE_LIMIT_COUNT.high,
+                    rate_limit_seconds__in=list(RATE_INTERVALS.values()),
+                ),
+                name="gq_collection_rate_limit_valid",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.group.slug}/{self.name}"
+
+    @property
+    def uses_claim_features(self) -> bool:
+        """Whether claims must honour ordering keys, fairness or limits (the
+        plain claim statement refuses to run otherwise: ``sql.CLAIM_POSTGRES``)."""
+        return (
+            self.uses_ordering_keys or self.fairness != Fairness.NONE
+            or self.max_in_flight is not None or self.max_in_flight_per_key is not None
+            or self.rate_limit_count is not None
+        )  # fmt: skip
+
+    @property
+    def uses_limits(self) -> bool:
+        """Whether claims are counted against a limit (and so serialised on the
+        collection row)."""
+        return (
+            self.max_in_flight is not None or self.max_in_flight_per_key is not None
+            or self.rate_limit_count is not None
+        )  # fmt: skip
+
+    @property
+    def uses_partition_key(self) -> bool:
+        """Whether messages carry a partition key (``Message.fair_key``)."""
+        return self.fairness != Fairness.NONE or self.max_in_flight_per_key is not None
+
+    @property
+    def rate_limit(self) -> str | None:
+        """The rate limit as written ("100/s", "1000/min"), or None."""
+        if self.rate_limit_count is None or self.rate_limit_seconds is None:
+            return None
+        unit = {v: k for k, v in RATE_INTERVALS.items()}[self.rate_limit_seconds]
+        return f"{self.rate_limit_count}/{unit}"
 
     @property
     def wake_channel(self) -> str:
@@ -201,6 +271,16 @@ def _uuid(value: int) -> uuid.UUID:
 
 def new_message_id() -> uuid.UUID:
     return new_message_ids(1)[0]
+
+
+def _is_key_head() -> Q:
+    """The row is the head of its ordering key: it has one, and no live row of
+    the key came before it (read through gq_msg_key)."""
+    earlier = Message.objects.filter(
+        collection_id=OuterRef("collection_id"), ordering_key=OuterRef("ordering_key"),
+        state__in=LIVE_STATES, seq__lt=OuterRef("seq"),
+    )  # fmt: skip
+    return Q(Q(ordering_key__isnull=False), ~Exists(earlier))
 
 
 class MessageQuerySet(models.QuerySet["Message"]):
@@ -259,8 +339,10 @@ class MessageQuerySet(models.QuerySet["Message"]):
         """These rows become dead for ``reason`` now, no longer held by anyone
         (plus the ``also`` changes). Returns how many."""
         return self.update(
-            state=MessageState.DEAD, dead_reason=reason, died_at=now, **_NOT_HELD, **also
-        )
+            state=MessageState.DEAD, dead_reason=reason, died_at=now,
+            died_key_head=Case(When(_is_key_head(), then=Value(True)), default=Value(False)),
+            **_NOT_HELD, **also,
+        )  # fmt: skip
 
     def unclaim(self, **also: Any) -> int:
         """These rows become ready, no longer held (token and lease cleared),
@@ -276,6 +358,10 @@ class MessageQuerySet(models.QuerySet["Message"]):
             state=Case(When(out, then=Value(MessageState.DEAD)), default=Value(MessageState.READY)),
             dead_reason=Case(When(out, then=Value(DeadReason.EXHAUSTED)), default=None),
             died_at=Case(When(out, then=Value(now)), default=None, output_field=DateTimeField()),
+            # a claimed message of an ordering key is its key's head
+            died_key_head=Case(
+                When(out & Q(ordering_key__isnull=False), then=Value(True)), default=Value(False)
+            ),
             **_NOT_HELD,
             **also,
         )
@@ -332,6 +418,18 @@ class Message(models.Model):
     died_at = models.DateTimeField(null=True, blank=True)
     enqueued_by = models.CharField(max_length=200, blank=True, default="")
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    # Messages of one ordering key in a collection are handed out one at a
+    # time in enqueue order (SPEC §7): only a key's head (its live message of
+    # lowest seq) is claimable, and only while no other of the key is claimed.
+    ordering_key = models.CharField(max_length=200, null=True, blank=True)
+    # The partition key of fairness and max_in_flight_per_key: the ordering key
+    # ("" without one) when the collection's fairness is ``ordering_key``, else
+    # the enqueuer. Set only while the collection uses one (NULL otherwise, so
+    # plain messages stay out of the index gq_msg_fair).
+    fair_key = models.CharField(max_length=200, null=True, blank=True, editable=False)
+    # A dead message that was the head of its ordering key when it died (its
+    # death unblocked the key).
+    died_key_head = models.BooleanField(default=False, db_default=False)
 
     objects = MessageQuerySet.as_manager()
 
@@ -360,6 +458,34 @@ class Message(models.Model):
                 fields=["expires_at"],
                 name="gq_msg_expiry",
                 condition=Q(expires_at__isnull=False) & Q(state__in=["ready", "claimed"]),
+            ),
+            # the head of an ordering key: its live rows in enqueue order.
+            models.Index(
+                fields=["collection", "ordering_key", "seq"],
+                name="gq_msg_key",
+                condition=Q(ordering_key__isnull=False) & Q(state__in=["ready", "claimed"]),
+            ),
+            # is any message of this key (or partition) claimed?
+            models.Index(
+                fields=["collection", "ordering_key"],
+                name="gq_msg_key_claimed",
+                condition=Q(ordering_key__isnull=False) & Q(state="claimed"),
+            ),
+            # fairness: the partitions with ready work (a loose index scan) and
+            # each one's ready rows in claim order; claimed rows per partition.
+            models.Index(
+                "collection",
+                "fair_key",
+                models.F("priority").desc(),
+                "deliver_after",
+                "seq",
+                name="gq_msg_fair",
+                condition=Q(fair_key__isnull=False) & Q(state="ready"),
+            ),
+            models.Index(
+                fields=["collection", "fair_key"],
+                name="gq_msg_fair_claimed",
+                condition=Q(fair_key__isnull=False) & Q(state="claimed"),
             ),
             # dead retention pruning and the dead list of a collection.
             models.Index(

@@ -3,16 +3,34 @@ data, depth and stats. Re-exported by ``groupqueues.services`` (one contract).""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 
 from groupqueues import exceptions as err
 from groupqueues.dead_filters import DeadFilter
-from groupqueues.models import Collection, CollectionKind, Message, MessageQuerySet
+from groupqueues.models import (
+    LIVE_STATES,
+    Collection,
+    CollectionKind,
+    Message,
+    MessageQuerySet,
+    MessageState,
+)
 from principals.models import App, Group
 from queueproject import clock
 from queueproject.ids import parse_id
@@ -31,6 +49,10 @@ class QueueStats:
     in_flight: int
     dead: int
     oldest_pending_age_seconds: float | None
+    # ready and due, but behind their ordering key's head / a full
+    # max_in_flight (SPEC §7; ``collection_stats`` only, else 0)
+    waiting_behind_key: int = 0
+    waiting_behind_limit: int = 0
 
 
 def collection_get(*, group: Group, name: str) -> Collection:
@@ -107,8 +129,15 @@ def collection_depth_pending(*, collection: Collection) -> int:
 
 def collection_stats(*, collection: Collection) -> QueueStats:
     """The SPEC §4 stats of one collection: ``collections_stats`` of it alone
-    (one computation of the stats for the API, the admin and lists)."""
-    return collections_stats(collections=[collection])[collection.pk]
+    (one computation of the stats for the API, the admin and lists), with
+    what waits behind a key or a limit (``collection_waiting``)."""
+    stats = collections_stats(collections=[collection])[collection.pk]
+    if not (collection.uses_ordering_keys or collection.max_in_flight is not None):
+        return stats
+    behind_key, behind_limit = collection_waiting(collection=collection)
+    return dataclasses.replace(
+        stats, waiting_behind_key=behind_key, waiting_behind_limit=behind_limit
+    )
 
 
 def collections_of(*, group: Group) -> list[Collection]:
@@ -168,6 +197,60 @@ def _stats(ready: dict[str, Any] | None, in_flight: int, dead: int, now: datetim
             max(0.0, (now - oldest).total_seconds()) if oldest is not None else None
         ),
     )
+
+
+# ------------------------------------------------ ordering keys (SPEC §7)
+
+
+def ordering_key_heads(*, collection: Collection, blocked: bool | None = None) -> MessageQuerySet:
+    """The head of every ordering key with live messages (its live message of
+    lowest seq, read through gq_msg_key), by key, annotated with ``waiting``
+    (the key's live messages, the head included) and ``blocked`` (the head is
+    claimed or waiting for a retry or its delay, so the key's next messages
+    wait behind it). ``blocked`` True / False keeps only those."""
+    now = clock.now()
+    of_key = Message.objects.filter(
+        collection_id=OuterRef("collection_id"), ordering_key=OuterRef("ordering_key"),
+        state__in=LIVE_STATES,
+    )  # fmt: skip
+    is_blocked = Q(state=MessageState.CLAIMED) | Q(deliver_after__gt=now)
+    heads = (
+        Message.objects.of(collection).live().filter(ordering_key__isnull=False)
+        .filter(~Exists(of_key.filter(seq__lt=OuterRef("seq"))))
+        .annotate(
+            waiting=Subquery(of_key.order_by().values("ordering_key")
+                             .annotate(n=Count("*")).values("n")[:1]),
+            blocked=ExpressionWrapper(is_blocked, output_field=BooleanField()),
+        )
+        .order_by("ordering_key")
+    )  # fmt: skip
+    if blocked is True:
+        heads = heads.filter(is_blocked)
+    elif blocked is False:
+        heads = heads.exclude(is_blocked)
+    return heads
+
+
+def collection_waiting(*, collection: Collection) -> tuple[int, int]:
+    """(ready and due messages waiting behind their key's head, ready and due
+    heads waiting because max_in_flight is reached): the two "why is nothing
+    claimed" numbers of the stats; (0, 0) for a collection without keys or
+    max_in_flight (not computed)."""
+    now = clock.now()
+    due = Message.objects.of(collection).due(now)
+    behind_key = 0
+    if collection.uses_ordering_keys:
+        earlier_or_held = Message.objects.filter(
+            collection_id=OuterRef("collection_id"), ordering_key=OuterRef("ordering_key"),
+            state__in=LIVE_STATES,
+        ).filter(Q(seq__lt=OuterRef("seq")) | Q(state=MessageState.CLAIMED))  # fmt: skip
+        behind_key = due.filter(ordering_key__isnull=False).filter(Exists(earlier_or_held)).count()
+    behind_limit = 0
+    if collection.max_in_flight is not None:
+        running = Message.objects.of(collection).claimed().filter(lease_expires_at__gt=now).count()
+        if running >= collection.max_in_flight:
+            behind_limit = due.count() - behind_key
+    return behind_key, behind_limit
 
 
 def messages_dead(*, collection: Collection, where: DeadFilter | None = None) -> MessageQuerySet:

@@ -29,10 +29,12 @@ from groupqueues.models import (
     Collection,
     CollectionKind,
     DeadReason,
+    Fairness,
     Message,
 )
 from groupqueues.selectors import QueueStats
 from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
+from groupqueues.services.collections import parse_rate_limit
 from groupqueues.settings_ranges import SETTING_RANGES
 from principals.models import Group
 from queueproject.serializers import (
@@ -120,6 +122,12 @@ class QueueStatsSerializer(serializers.Serializer):
     in_flight = serializers.IntegerField(help_text="Claimed.")
     dead = serializers.IntegerField()
     oldest_pending_age_seconds = serializers.FloatField(allow_null=True)
+    waiting_behind_key = serializers.IntegerField(
+        help_text="Ready and due, but behind the head of their ordering key."
+    )
+    waiting_behind_limit = serializers.IntegerField(
+        help_text="Ready and due heads held back because max_in_flight is reached."
+    )
 
     @staticmethod
     def of(stats: QueueStats) -> dict[str, Any]:
@@ -148,11 +156,31 @@ class CollectionSettingsSerializer(StrictSerializer):
     dead_retention = setting_field("dead_retention")
     max_depth = setting_field("max_depth", help_text="null: no limit.")
     paused = StrictBooleanField(help_text="Claims answer nothing while paused.")
+    fairness = serializers.ChoiceField(
+        choices=Fairness.choices,
+        help_text="none: claim order; enqueuer / ordering_key: round-robin across them.",
+    )
+    max_in_flight = setting_field("max_in_flight", help_text="Claimed at once; null: no limit.")
+    max_in_flight_per_key = setting_field(
+        "max_in_flight_per_key",
+        help_text="Claimed at once per enqueuer (per ordering key with fairness=ordering_key).",
+    )
+    rate_limit = StrictCharField(
+        allow_null=True, max_length=20,
+        help_text='Claims per interval: "100/s", "1000/min", "10/h"; null: none.',
+    )  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for field in self.fields.values():
             field.required = False
+
+    def validate_rate_limit(self, value: str | None) -> str | None:
+        try:
+            parse_rate_limit(value)
+        except InvalidQueueInput as exc:
+            raise serializers.ValidationError(exc.details["rate_limit"]) from exc
+        return value
 
 
 class CollectionCreateSerializer(CollectionSettingsSerializer):
@@ -183,9 +211,14 @@ class CollectionSerializer(serializers.ModelSerializer):
         fields = [
             "name", "kind", "group", "max_payload_bytes", "default_max_attempts",
             "visibility_timeout", "retry_backoff_base", "retry_backoff_max", "dead_retention",
-            "max_depth", "paused", "created_at", "stats",
+            "max_depth", "paused", "fairness", "max_in_flight", "max_in_flight_per_key",
+            "rate_limit", "created_at", "stats",
         ]  # fmt: skip
         read_only_fields = fields
+
+    rate_limit = serializers.CharField(
+        read_only=True, allow_null=True, help_text='e.g. "100/s"; null: none.'
+    )
 
     @extend_schema_field(QueueStatsSerializer)
     def get_stats(self, obj: Collection) -> dict[str, Any]:
@@ -248,6 +281,20 @@ class EnqueueSerializer(StrictSerializer):
         help_text="While a message with this key exists in the collection, the same "
         "key answers that message's id (200) and inserts nothing.",
     )  # fmt: skip
+    ordering_key = StrictCharField(
+        min_length=1, max_length=check.IDEMPOTENCY_KEY_MAX, required=False, allow_null=True,
+        trim_whitespace=False,
+        help_text="Messages with one ordering key are handed out one at a time, in enqueue "
+        "order (a retry keeps its place at the head).",
+    )  # fmt: skip
+    on_conflict = serializers.ChoiceField(
+        choices=["replace"], required=False, allow_null=True,
+        help_text='"replace" (with idempotency_key): a waiting message holding the key takes '
+        "this payload and options in its place (same id and position).",
+    )  # fmt: skip
+    debounce_seconds = seconds(
+        help_text="Due this long after now, i.e. after the last replace (not with delay_seconds)."
+    )
 
     @staticmethod
     def new_message(data: dict[str, Any]) -> NewMessage:
@@ -256,6 +303,8 @@ class EnqueueSerializer(StrictSerializer):
             delay_seconds=data.get("delay_seconds"), deliver_after=data.get("deliver_after"),
             expires_in_seconds=data.get("expires_in_seconds"), expires_at=data.get("expires_at"),
             max_attempts=data.get("max_attempts"), idempotency_key=data.get("idempotency_key"),
+            ordering_key=data.get("ordering_key"), on_conflict=data.get("on_conflict"),
+            debounce_seconds=data.get("debounce_seconds"),
         )  # fmt: skip
 
 
@@ -390,9 +439,20 @@ class MessageSerializer(serializers.ModelSerializer):
             "id", "group", "collection", "payload", "priority", "state", "attempt",
             "max_attempts", "enqueued_at", "deliver_after", "expires_at", "claimed_by",
             "claimed_at", "lease_expires_at", "last_error", "dead_reason", "died_at",
-            "enqueued_by", "idempotency_key",
+            "enqueued_by", "idempotency_key", "ordering_key", "died_key_head",
         ]  # fmt: skip
         read_only_fields = fields
+
+
+class OrderingKeySerializer(serializers.Serializer):
+    """An ordering key with live messages: its head and how many wait."""
+
+    ordering_key = serializers.CharField()
+    blocked = serializers.BooleanField(
+        help_text="The head is claimed or waiting for a retry: the key's next messages wait."
+    )
+    waiting = serializers.IntegerField(help_text="Live messages of the key, the head included.")
+    head = MessageSerializer()
 
 
 # ------------------------------------------------------------------- manage

@@ -16,6 +16,7 @@ from groupqueues import validation as check
 
 INT32_MAX = 2**31 - 1
 MAX_PAYLOAD_BYTES_MAX = 64 * 1024 * 1024
+RATE_LIMIT_COUNT_MAX = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,14 @@ SETTING_RANGES: dict[str, SettingRange] = {
     "retry_backoff_max": SettingRange(0.001, check.DURATION_MAX, seconds=True),
     "dead_retention": SettingRange(0, check.DURATION_MAX),
     "max_depth": SettingRange(1, INT32_MAX, nullable=True),
+    # SPEC §7 limits (None: no limit).
+    "max_in_flight": SettingRange(1, INT32_MAX, nullable=True),
+    "max_in_flight_per_key": SettingRange(1, INT32_MAX, nullable=True),
 }
+
+# ``rate_limit`` ("n/s", "n/min", "n/h"): the range of its n (its interval is
+# one of ``models.RATE_INTERVALS``); not a plain number, so not in the table.
+RATE_LIMIT_COUNT = SettingRange(1, RATE_LIMIT_COUNT_MAX, nullable=True)
 
 
 def range_condition(name: str) -> Q:

@@ -21,6 +21,7 @@ urlpatterns = [
     path(Q + "release/", views.ReleaseView.as_view(), name="gq-release"),
     path(Q + "stats/", views.StatsView.as_view(), name="gq-stats"),
     path(Q + "dead/", views.DeadView.as_view(), name="gq-dead"),
+    path(Q + "keys/", views.KeysView.as_view(), name="gq-keys"),
     path(Q + "redrive/", views.RedriveView.as_view(), name="gq-redrive"),
     path(Q + "purge/", views.PurgeView.as_view(), name="gq-purge"),
     path(A + "messages/", views.AppMessagesView.as_view(), name="gq-app-messages"),

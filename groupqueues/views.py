@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils.decorators import method_decorator
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -348,6 +348,49 @@ class DeadView(APIView):
             selectors.messages_dead(collection=collection), request, self
         )
         body = [message_body(m, collection) for m in page]
+        return paginator.get_paginated_response(body)
+
+
+BLOCKED_PARAMETER = OpenApiParameter(
+    "blocked", {"type": "string", "enum": ["true", "false"]}, OpenApiParameter.QUERY,
+    description="true: only keys whose head holds the rest back; false: only the others.",
+)  # fmt: skip
+
+
+def _blocked_filter(request: Request) -> bool | None:
+    """The ``blocked`` query parameter (400 ``invalid`` naming it if not
+    "true" or "false")."""
+    value = request.query_params.get("blocked")
+    if value is None:
+        return None
+    if value not in ("true", "false"):
+        raise InvalidQueueInput.field("blocked", 'Must be "true" or "false".')
+    return value == "true"
+
+
+@QUEUE_ROUTE
+class KeysView(APIView):
+    @extend_schema(
+        tags=[TAG], summary="Ordering keys with live messages, and their heads",
+        operation_id="groups_queues_keys_list",
+        parameters=[BLOCKED_PARAMETER, *PAGE_PARAMETERS],
+        responses={
+            200: paginated("PaginatedOrderingKeyList", s.OrderingKeySerializer(many=True)),
+            **ERROR_RESPONSES,
+        },
+    )  # fmt: skip
+    def get(self, request: Request, g: str, q: str) -> Response:
+        _, collection = queue_for(request, Capability.QUEUE_READ, g, q)
+        blocked = _blocked_filter(request)
+        paginator = Pagination()
+        heads = selectors.ordering_key_heads(collection=collection, blocked=blocked)
+        # rows annotated with ``blocked`` and ``waiting`` (selectors.ordering_key_heads)
+        page: list[Any] = paginator.paginate_queryset(heads, request, self) or []
+        body = [
+            {"ordering_key": h.ordering_key, "blocked": h.blocked, "waiting": h.waiting,
+             "head": message_body(h, collection)}
+            for h in page
+        ]  # fmt: skip
         return paginator.get_paginated_response(body)
 
 

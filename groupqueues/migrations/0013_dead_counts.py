@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('groupqueues', '0011_hot_table_storage'),
+        ('groupqueues', '0012_ordering_keys_limits'),
     ]
 
     operations = [

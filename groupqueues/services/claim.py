@@ -26,6 +26,7 @@ from groupqueues.models import (
     claim_order_key,
 )
 from groupqueues.services import postgres
+from groupqueues.services.claim_features import FEATURE_FIELDS, claim_featured, feature_state
 from groupqueues.services.collections import collection_require_queue
 from groupqueues.services.holder import (
     Landed,
@@ -118,9 +119,30 @@ def _claim_round(
     """One claim round: (claimed messages in claim order, candidates killed)."""
     now = clock.now()
     lease = now + timedelta(seconds=timeout)
-    if connection.vendor == "postgresql":
-        return postgres.claim(collection, worker_id, n, now, lease)
-    return _claim_portable(collection, worker_id, n, now, lease)
+    if connection.vendor != "postgresql":
+        return _claim_portable(collection, worker_id, n, now, lease)
+    got, died = _claim_postgres(collection, worker_id, n, now, lease)
+    if not got and not died and features_changed(collection):
+        got, died = _claim_postgres(collection, worker_id, n, now, lease)
+    return got, died
+
+
+def _claim_postgres(
+    collection: Collection, worker_id: str, n: int, now: datetime, lease: datetime
+) -> tuple[list[ClaimedMessage], int]:
+    if collection.uses_claim_features:
+        return claim_featured(collection, worker_id, n, now, lease)
+    return postgres.claim(collection, worker_id, n, now, lease)
+
+
+def features_changed(collection: Collection) -> bool:
+    """Re-read the columns that decide how a claim runs (PostgreSQL, after a
+    claim that found nothing: the plain statement finds nothing in a
+    collection that uses keys, fairness or limits, and the copy the caller
+    holds may be older than that); whether they changed."""
+    before = feature_state(collection)
+    collection.refresh_from_db(fields=FEATURE_FIELDS)
+    return feature_state(collection) != before
 
 
 def message_ack_and_claim(
@@ -173,7 +195,7 @@ def _ack_and_claim(
     """Ack the checked pairs, then claim: (the pairs that landed, or None when
     all did; the messages claimed)."""
     n, timeout = _claim_args(collection, worker_id, n, visibility_timeout)
-    if connection.vendor != "postgresql" or n <= 0 or not pairs:
+    if connection.vendor != "postgresql" or n <= 0 or not pairs or collection.uses_claim_features:
         landed = ack_pairs_apply(collection, pairs)
         return landed, _claim_rounds(collection, worker_id, n, timeout, [], CLAIM_ROUNDS)
     now = clock.now()
@@ -181,7 +203,7 @@ def _ack_and_claim(
         collection, ack_pairs_distinct(pairs), worker_id=worker_id, n=min(n, MAX_CLAIM),
         now=now, lease=now + timedelta(seconds=timeout),
     )  # fmt: skip
-    if died:
+    if died or (not claimed and features_changed(collection)):
         claimed = _claim_rounds(collection, worker_id, n, timeout, claimed, CLAIM_ROUNDS - 1)
     return landed, claimed
 
@@ -193,21 +215,33 @@ def _claim_portable(
     write lock from BEGIN, so reading candidates and updating them cannot race
     another writer; every UPDATE is still fenced by the state it expects."""
     with transaction.atomic():
-        if Collection.objects.filter(pk=collection.pk, paused=True).exists():
+        found = list(Collection.objects.filter(pk=collection.pk).values_list(*FEATURE_FIELDS))
+        if not found or found[0][0]:  # gone or paused
             return [], 0
+        if found[0] != feature_state(collection):  # an old copy: take the row as it is
+            collection.refresh_from_db(fields=FEATURE_FIELDS)
+        if collection.uses_claim_features:
+            return claim_featured(collection, worker_id, n, now, lease)
         candidates = _candidates(collection, n, now)
-        died = _kill_candidates(candidates, now)
+        died = kill_candidates(candidates, now)
         take = {c["seq"]: uuid.uuid4() for c in candidates if c["seq"] not in died}
-        if not take:
-            return [], len(died)
-        ops = connection.ops
-        at, until = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(lease)
-        with rawsql.cursor() as cur:
-            cur.executemany(sql.CLAIM_ROW_SQLITE, [
-                (token.hex, worker_id, at, until, seq) for seq, token in take.items()
-            ])  # fmt: skip
-        rows = list(Message.objects.filter(seq__in=list(take)).values(*_CLAIM_COLUMNS))
-    return _claimed(rows), len(died)
+        return claim_rows_portable(take, worker_id, now, lease), len(died)
+
+
+def claim_rows_portable(
+    take: dict[int, uuid.UUID], worker_id: str, now: datetime, lease: datetime
+) -> list[ClaimedMessage]:
+    """Claim the rows ``take`` names (seq -> new token) in the caller's
+    IMMEDIATE transaction (SQLite); the claimed messages in claim order."""
+    if not take:
+        return []
+    ops = connection.ops
+    at, until = ops.adapt_datetimefield_value(now), ops.adapt_datetimefield_value(lease)
+    with rawsql.cursor() as cur:
+        cur.executemany(sql.CLAIM_ROW_SQLITE, [
+            (token.hex, worker_id, at, until, seq) for seq, token in take.items()
+        ])  # fmt: skip
+    return _claimed(list(Message.objects.filter(seq__in=list(take)).values(*_CLAIM_COLUMNS)))
 
 
 def _claimed(rows: list[dict[str, Any]]) -> list[ClaimedMessage]:
@@ -230,9 +264,12 @@ def _candidates(collection: Collection, n: int, now: datetime) -> list[dict[str,
     return rows[:n]
 
 
-def _kill_candidates(candidates: list[dict[str, Any]], now: datetime) -> set[int]:
+def kill_candidates(
+    candidates: list[dict[str, Any]], now: datetime, *, key_heads: bool = False
+) -> set[int]:
     """Move expired candidates to dead ``expired`` and those out of attempts to
-    dead ``exhausted``; returns their seqs."""
+    dead ``exhausted``; returns their seqs. ``key_heads``: the candidates are
+    heads of their ordering keys (recorded as ``died_key_head``)."""
     expired = {c["seq"] for c in candidates if c["expires_at"] and c["expires_at"] <= now}
     exhausted = {
         c["seq"] for c in candidates
@@ -240,7 +277,10 @@ def _kill_candidates(candidates: list[dict[str, Any]], now: datetime) -> set[int
     }  # fmt: skip
     for seqs, reason in ((expired, DeadReason.EXPIRED), (exhausted, DeadReason.EXHAUSTED)):
         if seqs:
-            Message.objects.filter(seq__in=seqs, state__in=LIVE_STATES).kill(reason=reason, now=now)
+            rows = Message.objects.filter(seq__in=seqs, state__in=LIVE_STATES)
+            if key_heads:
+                rows.filter(ordering_key__isnull=False).update(died_key_head=True)
+            rows.kill(reason=reason, now=now)
     return expired | exhausted
 
 

@@ -8,11 +8,20 @@ import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 
 from groupqueues import exceptions as err
 from groupqueues import validation as check
-from groupqueues.models import COLLECTION_NAME_VALIDATOR, Collection, CollectionKind
-from groupqueues.settings_ranges import SETTING_RANGES
+from groupqueues.models import (
+    COLLECTION_NAME_VALIDATOR,
+    RATE_INTERVALS,
+    Collection,
+    CollectionKind,
+    Fairness,
+    Message,
+)
+from groupqueues.settings_ranges import RATE_LIMIT_COUNT, SETTING_RANGES
 from principals.models import Group
 from queueproject import notify
 
@@ -51,6 +60,12 @@ def _check_setting(name: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise err.InvalidQueueInput.field(name, "Must be a boolean.")
         return value
+    if name == "fairness":
+        if value not in Fairness.values:
+            raise err.InvalidQueueInput.field(name, f"Must be one of {Fairness.values}.")
+        return value
+    if name == "rate_limit":
+        return parse_rate_limit(value)
     r = SETTING_RANGES[name]
     if value is None and r.nullable:
         return None
@@ -62,14 +77,36 @@ def _check_setting(name: str, value: Any) -> Any:
     return value
 
 
-SETTINGS = (*SETTING_RANGES, "paused")
+SETTINGS = (*SETTING_RANGES, "paused", "fairness", "rate_limit")
+_RATE_LIMIT = re.compile(r"^\s*(\d+)\s*/\s*(" + "|".join(RATE_INTERVALS) + r")\s*$")
+
+
+def parse_rate_limit(value: Any) -> tuple[int, int] | tuple[None, None]:
+    """``"n/s"``, ``"n/min"`` or ``"n/h"`` as (n, interval seconds); None: no
+    limit. Raises InvalidQueueInput (field ``rate_limit``)."""
+    if value is None:
+        return None, None
+    found = _RATE_LIMIT.match(value) if isinstance(value, str) else None
+    if found is None:
+        raise err.InvalidQueueInput.field(
+            "rate_limit", 'Write it as "n/s", "n/min" or "n/h" (e.g. "100/s"), or null.'
+        )
+    count = int(found.group(1))
+    if not RATE_LIMIT_COUNT.low <= count <= RATE_LIMIT_COUNT.high:
+        low, high = int(RATE_LIMIT_COUNT.low), int(RATE_LIMIT_COUNT.high)
+        raise err.InvalidQueueInput.field("rate_limit", f"n must be from {low} to {high}.")
+    return count, RATE_INTERVALS[found.group(2)]
 
 
 def _check_settings(arguments: dict[str, Any]) -> dict[str, Any]:
     """The settings among a service's ``arguments`` (its ``locals()``: one
-    keyword argument per setting), checked, ``_UNSET`` ones left out."""
+    keyword argument per setting), checked, ``_UNSET`` ones left out, as
+    model fields (``rate_limit`` is two)."""
     given = {n: arguments[n] for n in SETTINGS if arguments.get(n, _UNSET) is not _UNSET}
-    return {n: _check_setting(n, v) for n, v in given.items()}
+    checked = {n: _check_setting(n, v) for n, v in given.items()}
+    if "rate_limit" in checked:
+        checked["rate_limit_count"], checked["rate_limit_seconds"] = checked.pop("rate_limit")
+    return checked
 
 
 def _check_backoff(collection: Collection) -> None:
@@ -92,6 +129,10 @@ def collection_create(
     dead_retention: int = _UNSET,
     max_depth: int | None = _UNSET,
     paused: bool = _UNSET,
+    fairness: str = _UNSET,
+    max_in_flight: int | None = _UNSET,
+    max_in_flight_per_key: int | None = _UNSET,
+    rate_limit: str | None = _UNSET,
 ) -> Collection:
     """Declare a collection on ``group``; omitted settings take their defaults.
     Raises InvalidQueueInput, CollectionExists (409 already_exists)."""
@@ -122,13 +163,39 @@ def collection_update(
     dead_retention: int = _UNSET,
     max_depth: int | None = _UNSET,
     paused: bool = _UNSET,
+    fairness: str = _UNSET,
+    max_in_flight: int | None = _UNSET,
+    max_in_flight_per_key: int | None = _UNSET,
+    rate_limit: str | None = _UNSET,
 ) -> Collection:
     """Change the given settings (pause/resume with ``paused``); others stay.
-    Existing messages keep their own max_attempts. Raises InvalidQueueInput."""
+    Existing messages keep their own max_attempts. Changing what partitions
+    the collection (``fairness``, ``max_in_flight_per_key``) rewrites the
+    partition key of its live messages in the same transaction. Raises
+    InvalidQueueInput."""
     settings = _check_settings(locals())
     for name, value in settings.items():
         setattr(collection, name, value)
     _check_backoff(collection)
     if settings:
-        Collection.objects.filter(pk=collection.pk).update(**settings)
+        with transaction.atomic():
+            repartition = "fairness" in settings or "max_in_flight_per_key" in settings
+            if repartition:
+                # Waits for enqueues in flight (they hold KEY SHARE) and holds
+                # back new ones until commit: none is left with an old key.
+                list(Collection.objects.select_for_update().filter(pk=collection.pk).values("pk"))
+            Collection.objects.filter(pk=collection.pk).update(**settings)
+            if repartition:
+                _repartition(collection)
     return collection
+
+
+def _repartition(collection: Collection) -> None:
+    """Set ``fair_key`` of the collection's live messages as enqueue would now."""
+    live = Message.objects.of(collection).live()
+    if not collection.uses_partition_key:
+        live.update(fair_key=None)
+    elif collection.fairness == Fairness.ORDERING_KEY:
+        live.update(fair_key=Coalesce("ordering_key", Value("")))
+    else:
+        live.update(fair_key=F("enqueued_by"))

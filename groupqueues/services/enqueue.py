@@ -14,7 +14,7 @@ from django.db.models import JSONField, Value
 from groupqueues import exceptions as err
 from groupqueues import tally
 from groupqueues import validation as check
-from groupqueues.models import Collection, Message, new_message_ids
+from groupqueues.models import Collection, Fairness, Message, new_message_ids
 from groupqueues.services import postgres
 from groupqueues.services.collections import (
     collection_gone,
@@ -38,14 +38,23 @@ def message_enqueue(
     expires_at: datetime | None = None,
     max_attempts: int | None = None,
     idempotency_key: str | None = None,
+    ordering_key: str | None = None,
+    on_conflict: str | None = None,
+    debounce_seconds: float | None = None,
 ) -> EnqueueResult:
     """Insert one ready message (a paused collection still accepts) and wake
     consumers. Raises InvalidQueueInput (400), MessageTooLarge (413), QueueFull
     (429, only when the collection has max_depth: the collection row is then
-    locked for the count), CollectionNotFound for non-queue kinds."""
+    locked for the count), CollectionNotFound for non-queue kinds.
+    ``ordering_key``: messages of one key are handed out one at a time, in
+    enqueue order (SPEC §7). ``on_conflict="replace"`` (needs an
+    ``idempotency_key``): a waiting (ready) message holding the key takes this
+    payload, priority, expiry and max_attempts in its place (id, enqueue order
+    and ordering key kept; ``replaced`` True); ``debounce_seconds``: the
+    message (new or replaced) becomes due that long from now."""
     new = NewMessage(
         payload, priority, delay_seconds, deliver_after, expires_in_seconds, expires_at,
-        max_attempts, idempotency_key,
+        max_attempts, idempotency_key, ordering_key, on_conflict, debounce_seconds,
     )  # fmt: skip
     results = _enqueue(collection, [new], enqueued_by=enqueued_by, batch=False)
     tally.count(collection.pk, enqueued=sum(r.created for r in results))  # history
@@ -84,15 +93,22 @@ def _enqueue(
         payloads = check.payloads_json([new.payload for new in messages], max_depth=max_depth,
                                        max_bytes=collection.max_payload_bytes)  # fmt: skip
     ids = new_message_ids(len(messages))
-    if payloads is not None and collection.max_depth is None and all(map(_plain, messages)):
+    if (
+        payloads is not None
+        and collection.max_depth is None
+        and not collection.uses_partition_key
+        and all(map(_plain, messages))
+    ):
         return postgres.enqueue_plain(collection, ids, payloads, now=now,
                                       enqueued_by=enqueued_by, settings=settings)  # fmt: skip
     rows = [
-        _prepare(collection, new, id=ids[i], now=now, max_depth=max_depth,
+        _prepare(collection, new, id=ids[i], now=now, max_depth=max_depth, enqueued_by=enqueued_by,
                  index=i if batch else None, payload_checked=payloads is not None)
         for i, new in enumerate(messages)
     ]  # fmt: skip
-    if pg and collection.max_depth is None:
+    keys = [r.ordering_key for r in rows if r.ordering_key is not None]
+    replacing = any(r.replace for r in rows)
+    if pg and collection.max_depth is None and not keys and not replacing:
         return postgres.enqueue_rows(collection, rows, now=now, enqueued_by=enqueued_by,
                                      settings=settings, payloads=payloads)  # fmt: skip
     with transaction.atomic():
@@ -102,6 +118,8 @@ def _enqueue(
             # already holds the write lock, and the read makes sure the
             # collection still exists (no foreign key checks the messages).
             limit = _lock_depth_limit(collection)
+        if keys:
+            _mark_keyed(collection, keys, pg=pg)
         if pg:
             results = postgres.enqueue_rows(collection, rows, now=now, enqueued_by=enqueued_by,
                                             settings=settings, payloads=payloads)  # fmt: skip
@@ -110,7 +128,34 @@ def _enqueue(
         created = sum(r.created for r in results)
         if limit is not None and created:
             _check_depth(collection, limit, created)
+        if replacing:
+            results = _replace_waiting(collection, rows, results, now=now)
     return results
+
+
+def _replace_waiting(
+    collection: Collection, rows: list[PreparedMessage], results: list[EnqueueResult], *,
+    now: datetime,
+) -> list[EnqueueResult]:  # fmt: skip
+    """For each ``replace`` row that found its idempotency key taken: give the
+    holder the row's payload and options if it is still waiting (one UPDATE
+    fenced by state ready; a claimed or dead holder is left alone). Keeps the
+    holder's id, seq and ordering key, and its ready time unless the row set
+    one (a delay, a moment or a debounce)."""
+    out = []
+    for row, result in zip(rows, results, strict=True):
+        if not row.replace or result.created:
+            out.append(result)
+            continue
+        changes: dict[str, Any] = {
+            "payload": _json_value(row.payload), "priority": row.priority,
+            "expires_at": row.expires_at, "max_attempts": row.max_attempts,
+        }  # fmt: skip
+        if row.timed:
+            changes["deliver_after"] = row.deliver_after
+        done = Message.objects.of(collection).ready().filter(id=result.id).update(**changes)
+        out.append(EnqueueResult(result.id, False, replaced=bool(done)))
+    return out
 
 
 def _prepare(
@@ -121,6 +166,7 @@ def _prepare(
     now: datetime,
     max_depth: int,
     index: int | None,
+    enqueued_by: str = "",
     payload_checked: bool = False,
 ) -> PreparedMessage:
     """Validate one new message (raises InvalidQueueInput, MessageTooLarge).
@@ -141,14 +187,68 @@ def _prepare(
     key = new.idempotency_key
     if key is not None:
         check.check_text(key, "idempotency_key", low=1, high=check.IDEMPOTENCY_KEY_MAX, index=index)
+    replace = _check_replace(new, index)
+    ordering_key = new.ordering_key
+    if ordering_key is not None:
+        check.check_text(ordering_key, "ordering_key", low=1, high=check.IDEMPOTENCY_KEY_MAX,
+                         index=index)  # fmt: skip
+    delay = new.delay_seconds
+    if new.debounce_seconds is not None:
+        if delay is not None:
+            raise err.InvalidQueueInput.field(
+                "debounce_seconds", "Give delay_seconds or debounce_seconds, not both.", index=index
+            )
+        delay = new.debounce_seconds
+    due = _when(delay, new.deliver_after,
+                "delay_seconds" if new.debounce_seconds is None else "debounce_seconds",
+                "deliver_after", now=now, index=index)  # fmt: skip
     return PreparedMessage(
-        id, new.payload, text, priority,
-        _when(new.delay_seconds, new.deliver_after, "delay_seconds", "deliver_after",
-              now=now, index=index) or now,
+        id, new.payload, text, priority, due or now,
         _when(new.expires_in_seconds, new.expires_at, "expires_in_seconds", "expires_at",
               now=now, index=index),
-        max_attempts, key,
+        max_attempts, key, ordering_key, _partition_key(collection, ordering_key, enqueued_by),
+        replace, due is not None,
     )  # fmt: skip
+
+
+def _check_replace(new: NewMessage, index: int | None) -> bool:
+    """Whether the message replaces a waiting holder of its idempotency key."""
+    if new.on_conflict is None:
+        return False
+    if new.on_conflict != "replace":
+        raise err.InvalidQueueInput.field("on_conflict", 'Must be "replace".', index=index)
+    if new.idempotency_key is None:
+        raise err.InvalidQueueInput.field(
+            "on_conflict", "Replacing needs an idempotency_key.", index=index
+        )
+    return True
+
+
+def _partition_key(
+    collection: Collection, ordering_key: str | None, enqueued_by: str
+) -> str | None:
+    """The message's ``fair_key``: its ordering key ("" without one) when the
+    collection's fairness is by ordering key, else its enqueuer; None when the
+    collection partitions nothing (the plain path)."""
+    if not collection.uses_partition_key:
+        return None
+    if collection.fairness == Fairness.ORDERING_KEY:
+        return ordering_key or ""
+    return enqueued_by
+
+
+def _mark_keyed(collection: Collection, keys: list[str], *, pg: bool) -> None:
+    """Before inserting messages with ordering keys (in the caller's
+    transaction): on PostgreSQL take their keys' enqueue locks; mark the
+    collection as using ordering keys (once; committed with the messages, so a
+    claim that sees them also sees the mark and takes the featured path)."""
+    if pg:
+        postgres.lock_ordering_keys(collection, keys)
+    if not collection.uses_ordering_keys:
+        Collection.objects.filter(pk=collection.pk, uses_ordering_keys=False).update(
+            uses_ordering_keys=True
+        )
+        collection.uses_ordering_keys = True
 
 
 def _checked_payload(collection: Collection, payload: Any, *, max_depth: int,
@@ -188,6 +288,7 @@ def _plain(new: NewMessage) -> bool:
         new.priority == 0 and type(new.priority) is int and new.delay_seconds is None
         and new.deliver_after is None and new.expires_in_seconds is None
         and new.expires_at is None and new.max_attempts is None and new.idempotency_key is None
+        and new.ordering_key is None and new.on_conflict is None and new.debounce_seconds is None
     )  # fmt: skip
 
 
@@ -246,6 +347,7 @@ def _insert_portable(
             payload=_json_value(row.payload), priority=row.priority, enqueued_at=now,
             deliver_after=row.deliver_after, expires_at=row.expires_at,
             max_attempts=row.max_attempts, enqueued_by=enqueued_by, idempotency_key=key,
+            ordering_key=row.ordering_key, fair_key=row.fair_key,
         ))  # fmt: skip
         results.append(EnqueueResult(row.id, True))
     Message.objects.bulk_create(plain)

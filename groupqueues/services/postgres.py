@@ -89,7 +89,8 @@ def _enqueue_query(
         (r,) = rows
         params.update(id=r.id, payload=_payload_text(r), priority=r.priority,
                       deliver_after=r.deliver_after, expires_at=r.expires_at,
-                      max_attempts=r.max_attempts, key=r.idempotency_key)  # fmt: skip
+                      max_attempts=r.max_attempts, key=r.idempotency_key,
+                      ordering_key=r.ordering_key)  # fmt: skip
         return sql.ENQUEUE_ONE_POSTGRES
     default = collection.default_max_attempts
     if payloads is None:
@@ -97,6 +98,14 @@ def _enqueue_query(
     params.update(ids=uuid_array([r.id for r in rows]), payloads=payloads,
                   options=_options_json(rows, now, default), max_attempts=default)  # fmt: skip
     return sql.ENQUEUE_POSTGRES
+
+
+def lock_ordering_keys(collection: Collection, keys: list[str]) -> None:
+    """Take the enqueue locks of these ordering keys until commit
+    (``sql.KEY_ENQUEUE_LOCK_POSTGRES``; in sorted order: no deadlock)."""
+    params: dict[str, Any] = {"collection_id": collection.pk, "keys": sorted(set(keys))}
+    with rawsql.cursor() as cur:
+        cur.execute(sql.KEY_ENQUEUE_LOCK_POSTGRES, params)
 
 
 def enqueue_plain(
@@ -156,6 +165,8 @@ def _options_json(rows: list[PreparedMessage], now: datetime, default_max_attemp
             extra.append(f'"ma":{r.max_attempts}')
         if r.idempotency_key is not None:
             extra.append(f'"k":{json.dumps(r.idempotency_key)}')
+        if r.ordering_key is not None:
+            extra.append(f'"ok":{json.dumps(r.ordering_key)}')
         parts.append("{" + ",".join(extra) + "}" if extra else "{}")
     return "[" + ",".join(parts) + "]"
 

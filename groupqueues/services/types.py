@@ -34,6 +34,11 @@ class NewMessage:
     expires_at: datetime | None = None
     max_attempts: int | None = None
     idempotency_key: str | None = None
+    ordering_key: str | None = None  # one at a time, in enqueue order, per key (SPEC §7)
+    # "replace": a waiting message holding the idempotency key takes this
+    # one's payload and options in its place (SPEC §7)
+    on_conflict: str | None = None
+    debounce_seconds: float | None = None  # due this long after the last replace
 
 
 @dataclass(slots=True)
@@ -48,6 +53,10 @@ class PreparedMessage:
     expires_at: datetime | None
     max_attempts: int
     idempotency_key: str | None
+    ordering_key: str | None = None
+    fair_key: str | None = None  # the partition key (Message.fair_key)
+    replace: bool = False  # on_conflict "replace"
+    timed: bool = False  # deliver_after was given (a delay, a moment or a debounce)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class EnqueueResult:
 
     id: uuid.UUID
     created: bool
+    replaced: bool = False  # on_conflict "replace": the waiting holder took the new content
 
 
 @dataclass(frozen=True)

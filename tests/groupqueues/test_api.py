@@ -93,7 +93,7 @@ def test_collection_create__201_with_settings_and_stats(tree, admin):
     assert got["retry_backoff_base"] == 1.0 and got["dead_retention"] == 7 * 24 * 3600
     assert got["stats"] == {
         "depth": 0, "depth_pending": 0, "delayed": 0, "in_flight": 0, "dead": 0,
-        "oldest_pending_age_seconds": None,
+        "oldest_pending_age_seconds": None, "waiting_behind_key": 0, "waiting_behind_limit": 0,
     }  # fmt: skip
 
 

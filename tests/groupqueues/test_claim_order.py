@@ -61,3 +61,19 @@ def test_claimable_index__columns_follow_the_claim_order():
     assert columns[0] == "F(collection)"
     spelled = [f"OrderBy(F({n}), descending=True)" if d else f"F({n})" for n, d in CLAIM_ORDER]
     assert columns[1:] == spelled
+
+
+def test_featured_claim_sql__every_claim_ordered_by_is_the_claim_order():
+    """The featured claims (ordering keys, fairness, limits) order candidates,
+    ranks and picks by CLAIM_ORDER too (fairness puts its round, ``rn``, after
+    priority; lapsed leases and the partition scan order by their own columns)."""
+    statements = {**{f"pg{k}": v for k, v in sql.CLAIM_FEATURED_POSTGRES.items()},
+                  **{f"sqlite{k}": v for k, v in sql.CLAIM_FEATURED_SQLITE.items()}}  # fmt: skip
+    for name, text in statements.items():
+        orders = re.findall(r"ORDER BY\s+(.+?)(?:\s+LIMIT|\)|\n)", text)
+        by_priority = [o for o in orders if "priority" in o]
+        assert len(by_priority) >= 2, (name, orders)
+        for order in by_priority:
+            columns = [re.sub(r"^\w+\.", "", c.strip()) for c in order.split(",")]
+            columns = [c for c in columns if c != "rn"]
+            assert columns == _sql_order(), (name, order)

@@ -33,9 +33,21 @@ def test_create_queue__with_settings():
     assert (queue.max_depth, queue.dead_retention, queue.kind) == (10, 0, "queue")
 
 
+def test_create_queue__with_keys_fairness_and_limits():
+    GroupFactory(slug="acme")
+    options = "--fairness enqueuer --max-in-flight 8 --max-in-flight-per-key 2 --rate-limit 50/s"
+    out = run("create_queue", "acme", "fair", *options.split())
+    assert "fairness=enqueuer" in out and "rate_limit=50/s" in out
+    queue = Collection.objects.get(name="fair")
+    assert (queue.fairness, queue.max_in_flight, queue.max_in_flight_per_key, queue.rate_limit) == (
+        "enqueuer", 8, 2, "50/s",
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (("create_queue", "acme", "q", "--rate-limit", "5/week"), "rate_limit"),
         (("create_queue", "missing", "q"), "No group"),
         (("create_queue", "acme", "bad name"), "name"),
         (("create_queue", "acme", "dup"), "already declares"),

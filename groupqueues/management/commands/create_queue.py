@@ -29,16 +29,26 @@ class Command(ServiceCommand):
         parser.add_argument("--max-payload-bytes", type=positive_int)
         parser.add_argument("--max-depth", type=positive_int, help="live messages at most")
         parser.add_argument("--dead-retention", type=non_negative_int, help="seconds")
+        # ordering keys, fairness and limits (SPEC §7)
+        parser.add_argument("--fairness", choices=["none", "enqueuer", "ordering_key"])
+        parser.add_argument("--max-in-flight", type=positive_int, help="claimed at once")
+        parser.add_argument("--max-in-flight-per-key", type=positive_int,
+                            help="claimed at once per enqueuer (per ordering key with "
+                                 "--fairness ordering_key)")  # fmt: skip
+        parser.add_argument("--rate-limit", help='claims per interval: "100/s", "1000/min"')
 
     def run(self, *args: Any, **opts: Any) -> None:
         group = group_get(ref=opts["group"])
         names = ("default_max_attempts", "visibility_timeout", "max_payload_bytes", "max_depth",
-                 "dead_retention")  # fmt: skip
+                 "dead_retention", "fairness", "max_in_flight", "max_in_flight_per_key",
+                 "rate_limit")  # fmt: skip
         settings = {name: opts[name] for name in names if opts[name] is not None}
         queue = services.collection_create(group=group, name=opts["name"], **settings)
         self.stdout.write(
             f"Created queue {group.path}/{queue.name}: max_attempts={queue.default_max_attempts} "
             f"visibility_timeout={queue.visibility_timeout}s "
             f"max_payload_bytes={queue.max_payload_bytes} max_depth={queue.max_depth} "
-            f"dead_retention={queue.dead_retention}s"
+            f"dead_retention={queue.dead_retention}s fairness={queue.fairness} "
+            f"max_in_flight={queue.max_in_flight} "
+            f"max_in_flight_per_key={queue.max_in_flight_per_key} rate_limit={queue.rate_limit}"
         )
