@@ -34,10 +34,12 @@ API (stable; other features build on it):
 ``format_json_event(obj, *, id=None, event=None) -> bytes``
 ``comment(text="") -> bytes``, ``retry(ms) -> bytes``
 ``last_event_id(request) -> str | None``, ``parse_cursor(value) -> int | None``
-``run_sync(fn, *args, **kwargs) -> Awaitable``
+``run_sync(fn, *args, **kwargs) -> Awaitable``, ``release_request_thread()``
 ``Wakeup(channel_name)``: ``async with``; ``await wakeup.wait(timeout) -> bool``
-``event_stream(*, fetch, start, wake, render, ...) -> AsyncIterator[bytes]``
-``long_poll(*, fetch, start, wake, timeout) -> (items, cursor)``
+``wake_local(channel_name)``: wake this process's waiters (call after commit)
+``event_stream(*, fetch, start, wake, render, max_seconds=None, first=b"", share=None)
+-> AsyncIterator[bytes]``
+``long_poll(*, fetch, start, wake, timeout, share=None) -> (items, cursor)``
 ``streaming_response(stream) -> StreamingHttpResponse``
 """
 
@@ -49,13 +51,14 @@ import functools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings as dj
-from django.db import close_old_connections
+from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 
 from queueproject import notify
@@ -154,13 +157,19 @@ def _pool_size() -> int:
 
 
 def _with_connection_hygiene(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    # These threads live outside Django's request cycle: apply CONN_MAX_AGE and
-    # health checks ourselves, as request_started/finished would.
-    close_old_connections()
+    # These threads live outside Django's request cycle, and their connections
+    # stay open across calls (SSE_DB_THREADS per process at most: reconnecting
+    # per fetch would cost more than the fetch). Drop one that broke, as
+    # close_old_connections would at the next request.
     try:
         return fn(*args, **kwargs)
     finally:
-        close_old_connections()
+        for conn in connections.all(initialized_only=True):
+            if conn.errors_occurred:
+                if conn.is_usable():
+                    conn.errors_occurred = False
+                else:
+                    conn.close()
 
 
 async def run_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -176,6 +185,23 @@ async def run_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     loop = asyncio.get_running_loop()
     call = functools.partial(_with_connection_hygiene, fn, *args, **kwargs)
     return await loop.run_in_executor(_executor(), call)
+
+
+def release_request_thread() -> None:
+    """Let the idle per-request thread go while this request waits.
+
+    Django's sync middleware runs each request's sync steps on one thread of
+    the request's asgiref ``ThreadSensitiveContext``, kept until the response
+    ends: for a stream, until the client leaves. Shut that executor down now
+    (it is idle: the middleware has run); a later thread-sensitive call of
+    this request (closing the response) starts a fresh one. A no-op outside a
+    ThreadSensitiveContext (the sync test client)."""
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    if context is None:
+        return
+    executor = SyncToAsync.context_to_thread_executor.pop(context, None)
+    if executor is not None:
+        executor.shutdown(wait=False)
 
 
 # --- wake-ups ---------------------------------------------------------------------
@@ -196,6 +222,21 @@ class _LoopEvent(threading.Event):
             self.loop.call_soon_threadsafe(self.aevent.set)
 
 
+_local_guard = threading.Lock()
+_local: dict[str, set[_LoopEvent]] = {}
+
+
+def wake_local(name: str) -> None:
+    """Wake this process's waiters on ``name`` now (thread-safe). Writers call
+    it after commit (``transaction.on_commit``) beside ``notify.notify``: the
+    waiters of the serving process wake at once even where LISTEN is
+    unavailable (SQLite); other processes' waiters still poll."""
+    with _local_guard:
+        events = list(_local.get(name, ()))
+    for event in events:
+        event.set()
+
+
 class Wakeup:
     """An async subscription to the wake-up channel ``name`` (see
     :func:`queueproject.notify.channel`); ``name=None`` only polls. Use as
@@ -211,12 +252,21 @@ class Wakeup:
     async def __aenter__(self) -> Wakeup:
         if self.name is not None:
             self.event = _LoopEvent(asyncio.get_running_loop())
+            with _local_guard:
+                _local.setdefault(self.name, set()).add(self.event)
             # subscribe() waits (briefly, off the loop) until LISTEN is active.
             self.sub = await run_sync(notify.subscribe, self.name, event=self.event)
             self.max_sleep = self.sub.max_sleep
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.name is not None and self.event is not None:
+            with _local_guard:
+                waiting = _local.get(self.name)
+                if waiting is not None:
+                    waiting.discard(self.event)
+                    if not waiting:
+                        del _local[self.name]
         if self.sub is not None:
             self.sub.close()
             self.sub = None
@@ -237,9 +287,51 @@ class Wakeup:
         return woke
 
 
-# --- the loops ---------------------------------------------------------------------
-
 Fetch = Callable[[C], tuple[Sequence[E], C]]
+
+# --- shared fetches ------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Fetched:
+    items: Sequence[Any]
+    cursor: Any
+    rendered: bytes | None = None
+
+
+_inflight: dict[tuple[int, Hashable, Any], asyncio.Task[_Fetched]] = {}
+
+
+async def _fetch(share: Hashable | None, fetch: Fetch[C, E], cursor: C) -> _Fetched:
+    """``fetch(cursor)`` off the loop. With a ``share`` key, listeners of the
+    same key at the same cursor (a thousand listeners at a channel's head,
+    all woken by one publish) share one call, and its rendering: the key must
+    determine ``fetch`` and ``render``. A waiter that is cancelled (its client
+    left) does not cancel the call the others wait for."""
+    if share is None:
+        items, after = await run_sync(fetch, cursor)
+        return _Fetched(items, after)
+    key = (id(asyncio.get_running_loop()), share, cursor)
+    task = _inflight.get(key)
+    if task is None:
+
+        async def call() -> _Fetched:
+            items, after = await run_sync(fetch, cursor)
+            return _Fetched(items, after)
+
+        task = asyncio.ensure_future(call())
+        _inflight[key] = task
+        task.add_done_callback(lambda _: _inflight.pop(key, None))
+    return await asyncio.shield(task)
+
+
+def _rendered(fetched: _Fetched, render: Callable[[Any], bytes]) -> bytes:
+    if fetched.rendered is None:
+        fetched.rendered = b"".join(render(item) for item in fetched.items)
+    return fetched.rendered
+
+
+# --- the loops ---------------------------------------------------------------------
 
 
 async def event_stream(
@@ -251,24 +343,28 @@ async def event_stream(
     keepalive: float = KEEPALIVE_SECONDS,
     max_seconds: float | None = None,
     first: bytes = b"",
+    share: Hashable | None = None,
 ) -> AsyncIterator[bytes]:
     """The body of an SSE response: ``first`` (e.g. :func:`retry`), then every
     item ``fetch`` finds after the cursor ``start()`` returns (called once
     LISTEN is active, so nothing committed after it is missed), rendered, in order; a keep-alive
     comment after ``keepalive`` idle seconds; ends after ``max_seconds``
     (default ``SSE_MAX_STREAM_SECONDS`` or 300; the client reconnects with
-    ``Last-Event-ID``). Closes ``wake`` when it ends or the client leaves."""
+    ``Last-Event-ID``). Closes ``wake`` when it ends or the client leaves.
+    ``share``: see :func:`_fetch` (listeners of one key share fetch and render)."""
     limit = max_seconds if max_seconds is not None else _max_stream_seconds()
     deadline = time.monotonic() + limit
     async with wake:  # a client that leaves cancels us here: the exit unsubscribes
+        release_request_thread()  # streaming: the middleware is done with it
         cursor = await run_sync(start)
         if first:
             yield first
         last_sent = time.monotonic()
         while (now := time.monotonic()) < deadline:
-            items, cursor = await run_sync(fetch, cursor)
-            if items:
-                yield b"".join(render(item) for item in items)
+            fetched = await _fetch(share, fetch, cursor)
+            cursor = fetched.cursor
+            if fetched.items:
+                yield _rendered(fetched, render)
                 last_sent = time.monotonic()
                 continue  # there may be more than one page
             if now - last_sent >= keepalive:
@@ -278,19 +374,26 @@ async def event_stream(
 
 
 async def long_poll(
-    *, fetch: Fetch[C, E], start: Callable[[], C], wake: Wakeup, timeout: float
+    *,
+    fetch: Fetch[C, E],
+    start: Callable[[], C],
+    wake: Wakeup,
+    timeout: float,
+    share: Hashable | None = None,
 ) -> tuple[Sequence[E], C]:
     """Wait up to ``timeout`` seconds for ``fetch`` to find items after the
     cursor ``start()`` returns (called once LISTEN is active); returns them
     (maybe none) and the cursor to pass next time."""
     deadline = time.monotonic() + timeout
     async with wake:
+        release_request_thread()  # idle until the view returns
         cursor = await run_sync(start)
         while True:
-            items, cursor = await run_sync(fetch, cursor)
+            fetched = await _fetch(share, fetch, cursor)
+            cursor = fetched.cursor
             remaining = deadline - time.monotonic()
-            if items or remaining <= 0:
-                return items, cursor
+            if fetched.items or remaining <= 0:
+                return fetched.items, cursor
             await wake.wait(remaining)
 
 

@@ -246,12 +246,14 @@ async def channel_events(request: HttpRequest, g: str, c: str) -> HttpResponseBa
         events = sse.event_stream(
             fetch=_fetch(plan.channel_id), start=_start(plan), wake=wake, render=_render,
             max_seconds=plan.timeout, first=sse.retry(sse.RETRY_MS),
+            share=("channel", plan.channel_id),
         )  # fmt: skip
         return sse.streaming_response(events)
     timeout = plan.timeout if plan.timeout is not None else s.LONG_POLL_DEFAULT
     notes, last = await sse.long_poll(
-        fetch=_fetch(plan.channel_id), start=_start(plan), wake=wake, timeout=timeout
-    )
+        fetch=_fetch(plan.channel_id), start=_start(plan), wake=wake, timeout=timeout,
+        share=("channel", plan.channel_id),
+    )  # fmt: skip
     return JsonResponse(s.LongPollSerializer({"notifications": notes, "last_event_id": last}).data)
 
 

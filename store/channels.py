@@ -28,6 +28,7 @@ queue app is needed.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from django.db.models import F
 from groupqueues import validation as check
 from groupqueues.models import COLLECTION_NAME_VALIDATOR
 from principals.models import Group
-from queueproject import clock, notify
+from queueproject import clock, notify, sse
 from queueproject.conf import product_settings
 from queueproject.exceptions import PayloadTooLarge
 from store.exceptions import ChannelExists, ChannelNotFound, InvalidChannelInput
@@ -189,6 +190,7 @@ def publish(*, channel: Channel, payload: Any, idempotency_key: str | None = Non
         keep = retention().count
         Notification.objects.filter(channel=channel, seq__lte=seq - keep).delete()
         notify.notify(wake_name(channel))
+        transaction.on_commit(functools.partial(sse.wake_local, wake_name(channel)))
     channel.last_seq = seq
     return note
 
