@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -209,30 +209,61 @@ def notifications_prune(*, now: datetime | None = None) -> int:
 # ------------------------------------------------------------------ listening
 
 
+class Listening:
+    """An iterator of a channel's notifications, attached when created (see
+    :func:`listen`). Close it (or use it as a context manager) when done."""
+
+    def __init__(self, *, channel: Channel, after: int | None, timeout: float | None) -> None:
+        self.channel = channel
+        self.timeout = timeout
+        self.sub = notify.subscribe(wake_name(channel))  # first: nothing is missed
+        self.cursor = after if after is not None else channel_head(channel=channel)
+        self.buffer: deque[Notification] = deque()
+
+    def __iter__(self) -> Listening:
+        return self
+
+    def __next__(self) -> Notification:
+        """The next notification; waits for it (StopIteration after
+        ``timeout`` seconds without one)."""
+        idle_since = time.monotonic()
+        while not self.buffer:
+            self.buffer.extend(notifications_after(channel=self.channel, after=self.cursor))
+            if self.buffer:
+                break
+            waited = time.monotonic() - idle_since
+            if self.timeout is not None and waited >= self.timeout:
+                raise StopIteration
+            left = notify.SAFETY_SLEEP if self.timeout is None else self.timeout - waited
+            self.sub.wait(left)
+        note = self.buffer.popleft()
+        self.cursor = note.seq
+        return note
+
+    def close(self) -> None:
+        self.sub.close()
+
+    def __enter__(self) -> Listening:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def listen(
     *, channel: Channel, after: int | None = None, timeout: float | None = None
-) -> Iterator[Notification]:
-    """Yield the channel's notifications as they are published, in order:
-    those committed after this call attaches (or, with ``after``, every
-    retained one above that sequence number: resume). Stops after ``timeout``
-    seconds without a notification (never when None); the caller may stop
-    iterating at any time. Blocks a thread: async code uses the SSE views'
-    machinery (``queueproject.sse``) instead."""
-    with notify.subscribe(wake_name(channel)) as sub:
-        cursor = after if after is not None else channel_head(channel=channel)
-        idle_since = time.monotonic()
-        while True:
-            batch = notifications_after(channel=channel, after=cursor)
-            for note in batch:
-                cursor = note.seq
-                yield note
-            if batch:
-                idle_since = time.monotonic()
-                continue
-            remaining = None if timeout is None else timeout - (time.monotonic() - idle_since)
-            if remaining is not None and remaining <= 0:
-                return
-            sub.wait(notify.SAFETY_SLEEP if remaining is None else remaining)
+) -> Listening:
+    """Attach to ``channel`` now and iterate its notifications in order: those
+    published after this call (or, with ``after``, every retained one above
+    that id: resume). Iteration stops after ``timeout`` seconds without a
+    notification (never when None). Blocks its thread while it waits (async
+    code uses ``queueproject.sse``)::
+
+        with channels.listen(channel=ch, timeout=30) as notes:
+            for note in notes:
+                handle(note.seq, note.payload)
+    """
+    return Listening(channel=channel, after=after, timeout=timeout)
 
 
 def _max_depth() -> int:
