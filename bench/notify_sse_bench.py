@@ -232,6 +232,7 @@ def main() -> None:
     base = os.environ.get("DATABASE_URL", "")
     args.pg = base.startswith(("postgres://", "postgresql://"))
     tmp = tempfile.TemporaryDirectory()
+    name = ""
     if args.pg:
         name = (urlsplit(base).path.lstrip("/") or "postgres") + "_ssebench"
         pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -214,13 +214,13 @@ def short_waits(case: Case) -> None:
         body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
     if case.path.endswith("/events/"):
         # Channel events wait (long-poll) or stream (SSE) up to ``timeout``.
-        if not isinstance(case.query, dict):
-            case.query = {}
-        timeout = case.query.get("timeout")
+        query: dict[str, Any] = case.query or {}
+        timeout = query.get("timeout")
         if timeout is None:
-            case.query["timeout"] = 0.05
+            query["timeout"] = 0.05
         elif isinstance(timeout, int | float) and not isinstance(timeout, bool):
-            case.query["timeout"] = min(timeout, 0.05) if 0 <= timeout <= 300 else timeout
+            query["timeout"] = min(timeout, 0.05) if 0 <= timeout <= 300 else timeout
+        case.query = query
 
 
 def real_sender_task(case: Case, pinned: dict[str, str]) -> None:

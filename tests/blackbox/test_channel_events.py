@@ -30,6 +30,7 @@ class Listener:
         self.events: list[dict[str, Any]] = []
         self.comments: list[str] = []
         self.retry: int | None = None
+        self.ready = threading.Event()  # the first frame: attached (LISTEN on, head read)
         self.arrived = threading.Condition()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -50,6 +51,7 @@ class Listener:
                     field, _, value = line.partition(": ")
                     if field == "retry":
                         self.retry = int(value)
+                        self.ready.set()
                     elif field == "data":
                         event["data"] = event.get("data", "") + value
                     else:
@@ -87,20 +89,16 @@ def publish(http: httpx.Client, path: str, payload: Any) -> int:
 
 @contextmanager
 def listening(srv: AsgiServer, token: str, path: str, **headers: str) -> Iterator[Listener]:
-    with httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"},
-                      timeout=httpx.Timeout(30, read=60)) as http:  # fmt: skip
-        with http.stream("GET", path + "events/", headers={**SSE, **headers}) as response:
-            assert response.status_code == 200, response.read()
-            listener = Listener(response)
-            attached(srv, token, path)
-            yield listener
-            response.close()
-
-
-def attached(srv: AsgiServer, token: str, path: str) -> None:
-    """An SSE listener is attached once its first frame (retry:) is sent;
-    a following long-poll at the head proves the server has LISTEN running."""
-    time.sleep(0.3)
+    """An attached SSE listener: the server sends ``retry:`` once it has
+    subscribed and read the head."""
+    http = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"},
+                        timeout=httpx.Timeout(30, read=60))  # fmt: skip
+    with http, http.stream("GET", path + "events/", headers={**SSE, **headers}) as response:
+        assert response.status_code == 200, response.read()
+        listener = Listener(response)
+        assert listener.ready.wait(15), "no first frame"
+        yield listener
+        response.close()
 
 
 def test_sse__framing_headers_and_one_event_per_notification(world, asgi_server, channel):
@@ -154,16 +152,17 @@ def test_sse__last_event_id_resumes_after_it_without_loss(world, asgi_server):
     path = make_channel(world, asgi_server, "bb-resume")
     with asgi_server.client(world.editor_token) as http:
         ids = [publish(http, path, n) for n in range(5)]
-    with listening(asgi_server, world.editor_token, path, **{"Last-Event-ID": str(ids[1])}) as l:
-        events = l.wait_for(3)
+    resume = {"Last-Event-ID": str(ids[1])}
+    with listening(asgi_server, world.editor_token, path, **resume) as listener:
+        events = listener.wait_for(3)
         time.sleep(0.3)
-    assert [int(e["id"]) for e in l.events] == ids[2:]
+    assert [int(e["id"]) for e in listener.events] == ids[2:]
     assert [json.loads(e["data"])["payload"] for e in events] == [2, 3, 4]
 
 
 def test_sse__stream_ends_after_timeout_with_keepalives(world, asgi_server, channel):
-    with httpx.Client(base_url=asgi_server.url, timeout=30,
-                      headers={"Authorization": f"Bearer {world.editor_token}"}) as http:  # fmt: skip
+    auth = {"Authorization": f"Bearer {world.editor_token}"}
+    with httpx.Client(base_url=asgi_server.url, timeout=30, headers=auth) as http:
         started = time.monotonic()
         response = http.get(channel + "events/", params={"timeout": 1}, headers=SSE)
     assert response.status_code == 200 and 0.9 <= time.monotonic() - started < 10
@@ -179,8 +178,8 @@ def test_long_poll__wakes_on_publish(world, asgi_server):
         def wait() -> None:
             started = time.monotonic()
             with asgi_server.client(world.editor_token) as poller:
-                result["body"] = poller.get(path + "events/",
-                                            params={"after": head, "timeout": 20}).json()  # fmt: skip
+                params = {"after": head, "timeout": 20}
+                result["body"] = poller.get(path + "events/", params=params).json()
             result["took"] = time.monotonic() - started
 
         waiter = threading.Thread(target=wait)

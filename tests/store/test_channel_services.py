@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -113,7 +114,8 @@ def test_publish__concurrent_publishers_get_dense_ids_in_commit_order(tree, chan
         thread.join(60)
     seqs = list(Notification.objects.filter(channel=channel).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, 41))
-    by_seq = dict(Notification.objects.filter(channel=channel).values_list("seq", "payload"))
+    rows = Notification.objects.filter(channel=channel).values_list("seq", "payload")
+    by_seq: dict[int, Any] = dict(rows)
     for k in range(4):  # each publisher's own order is kept
         mine = [seq for seq in sorted(by_seq) if by_seq[seq][0] == k]
         assert [by_seq[s][1] for s in mine] == list(range(10))
