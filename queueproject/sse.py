@@ -215,8 +215,10 @@ class _LoopEvent(threading.Event):
         super().__init__()
         self.loop = loop
         self.aevent = asyncio.Event()
+        self.set_at = 0.0  # when the last wake-up came (monotonic)
 
     def set(self) -> None:
+        self.set_at = time.monotonic()
         super().set()
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             self.loop.call_soon_threadsafe(self.aevent.set)
@@ -248,6 +250,7 @@ class Wakeup:
         self.sub: notify.Subscription | None = None
         self.event: _LoopEvent | None = None
         self.max_sleep = product_settings().worker_poll_interval
+        self.woke_at = 0.0  # the last wake-up's time: a fetch must start after it
 
     async def __aenter__(self) -> Wakeup:
         if self.name is not None:
@@ -280,6 +283,7 @@ class Wakeup:
         try:
             await asyncio.wait_for(self.event.aevent.wait(), limit)
             woke = True
+            self.woke_at = self.event.set_at
         except TimeoutError:
             woke = False
         self.event.aevent.clear()
@@ -299,30 +303,39 @@ class _Fetched:
     rendered: bytes | None = None
 
 
-_inflight: dict[tuple[int, Hashable, Any], asyncio.Task[_Fetched]] = {}
+_inflight: dict[tuple[int, Hashable, Any], tuple[float, asyncio.Task[_Fetched]]] = {}
 
 
-async def _fetch(share: Hashable | None, fetch: Fetch[C, E], cursor: C) -> _Fetched:
+async def _fetch(
+    share: Hashable | None, fetch: Fetch[C, E], cursor: C, fresh_after: float = 0.0
+) -> _Fetched:
     """``fetch(cursor)`` off the loop. With a ``share`` key, listeners of the
     same key at the same cursor (a thousand listeners at a channel's head,
     all woken by one publish) share one call, and its rendering: the key must
-    determine ``fetch`` and ``render``. A waiter that is cancelled (its client
-    left) does not cancel the call the others wait for."""
+    determine ``fetch`` and ``render``. A call is shared only with waiters
+    woken before it started (``fresh_after``), so none gets a result older
+    than its wake-up. A waiter that is cancelled (its client left) does not
+    cancel the call the others wait for."""
     if share is None:
         items, after = await run_sync(fetch, cursor)
         return _Fetched(items, after)
     key = (id(asyncio.get_running_loop()), share, cursor)
-    task = _inflight.get(key)
-    if task is None:
+    entry = _inflight.get(key)
+    if entry is None or entry[0] < fresh_after:
 
         async def call() -> _Fetched:
             items, after = await run_sync(fetch, cursor)
             return _Fetched(items, after)
 
-        task = asyncio.ensure_future(call())
-        _inflight[key] = task
-        task.add_done_callback(lambda _: _inflight.pop(key, None))
-    return await asyncio.shield(task)
+        mine = (time.monotonic(), asyncio.ensure_future(call()))
+        _inflight[key] = entry = mine
+
+        def forget(_: object) -> None:
+            if _inflight.get(key) is mine:
+                del _inflight[key]
+
+        mine[1].add_done_callback(forget)
+    return await asyncio.shield(entry[1])
 
 
 def _rendered(fetched: _Fetched, render: Callable[[Any], bytes]) -> bytes:
@@ -361,7 +374,7 @@ async def event_stream(
             yield first
         last_sent = time.monotonic()
         while (now := time.monotonic()) < deadline:
-            fetched = await _fetch(share, fetch, cursor)
+            fetched = await _fetch(share, fetch, cursor, wake.woke_at)
             cursor = fetched.cursor
             if fetched.items:
                 yield _rendered(fetched, render)
@@ -389,7 +402,7 @@ async def long_poll(
         release_request_thread()  # idle until the view returns
         cursor = await run_sync(start)
         while True:
-            fetched = await _fetch(share, fetch, cursor)
+            fetched = await _fetch(share, fetch, cursor, wake.woke_at)
             cursor = fetched.cursor
             remaining = deadline - time.monotonic()
             if fetched.items or remaining <= 0:

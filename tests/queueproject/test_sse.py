@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -89,3 +90,24 @@ def test_long_poll__returns_empty_with_cursor_after_timeout() -> None:
         sse.long_poll(fetch=_counter_fetch(0), start=lambda: 4, wake=sse.Wakeup(None), timeout=0.1)
     )
     assert (list(items), cursor) == ([], 4)
+
+
+def test_long_poll__waiters_of_one_share_key_make_one_fetch() -> None:
+    calls: list[int] = []
+
+    def fetch(cursor: int) -> tuple[Sequence[int], int]:
+        calls.append(cursor)
+        time.sleep(0.05)
+        return [cursor + 1], cursor + 1
+
+    async def together() -> list[tuple[Sequence[int], int]]:
+        polls = [
+            sse.long_poll(fetch=fetch, start=lambda: 0, wake=sse.Wakeup(None), timeout=1,
+                          share="k")
+            for _ in range(5)
+        ]  # fmt: skip
+        return await asyncio.gather(*polls)
+
+    results = asyncio.run(together())
+    assert [(list(items), cursor) for items, cursor in results] == [([1], 1)] * 5
+    assert calls == [0]
