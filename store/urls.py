@@ -2,11 +2,13 @@
 
 from django.urls import URLPattern, path
 
+from store import channel_views as cv
 from store import lock_views
 from store import schedule_views as sv
 
 L = "groups/<api_segment:g>/locks/<api_segment:name>/"
 S = "groups/<api_segment:g>/schedules/<api_segment:name>/"
+C = "groups/<api_segment:g>/channels/<api_segment:c>/"
 
 urlpatterns: list[URLPattern] = [
     path(L, lock_views.LockView.as_view(), name="store-lock"),
@@ -16,4 +18,9 @@ urlpatterns: list[URLPattern] = [
     path(S + "pause/", sv.PauseView.as_view(), name="st-schedule-pause"),
     path(S + "resume/", sv.ResumeView.as_view(), name="st-schedule-resume"),
     path(S + "run-now/", sv.RunNowView.as_view(), name="st-schedule-run-now"),
+    path("groups/<api_segment:g>/channels/", cv.ChannelsView.as_view(), name="st-channels"),
+    path(C, cv.ChannelView.as_view(), name="st-channel"),
+    path(C + "messages/", cv.PublishView.as_view(), name="st-channel-publish"),
+    path(C + "events/", cv.channel_events, name="st-channel-events"),
+    path(C + "purge/", cv.PurgeView.as_view(), name="st-channel-purge"),
 ]

@@ -4,10 +4,14 @@ SQLite file, or ``<run's database>_bb`` on PostgreSQL when the run is on
 PostgreSQL), set up through the management commands.
 
 These tests use no Django test database and no test client: only HTTP.
+``server`` runs ``manage.py runserver`` (``BLACKBOX_SERVER=uvicorn``: the
+production command for the whole suite); ``asgi_server`` always serves the
+same database under uvicorn, for the waiting endpoints.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +20,7 @@ import httpx
 import pytest
 
 from tests.blackbox.server import (
+    AsgiServer,
     Server,
     bb_database_name,
     postgres_create,
@@ -37,7 +42,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     pg = postgres_url()
     name = bb_database_name(pg) if pg else ""
     database_url = postgres_create(pg, name) if pg else f"sqlite:///{base / 'db.sqlite3'}"
-    srv = Server(env=production_env(database_url), log_path=base / "server.log")
+    # BLACKBOX_SERVER=uvicorn runs the whole black-box suite under the production command.
+    kind = AsgiServer if os.environ.get("BLACKBOX_SERVER") == "uvicorn" else Server
+    srv = kind(env=production_env(database_url), log_path=base / "server.log")
     try:
         srv.manage("migrate", "--noinput")
         srv.start()
@@ -94,6 +101,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     srv = srv or (world.server if world else None)
     if report.failed and srv is not None:
         report.sections.append(("server output", srv.output()))
+    asgi = getattr(item, "funcargs", {}).get("asgi_server")
+    if report.failed and asgi is not None:
+        report.sections.append(("uvicorn output", asgi.output()))
+
+
+@pytest.fixture(scope="session")
+def asgi_server(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsgiServer]:
+    """The same database as ``server`` served by the production command
+    (uvicorn, ASGI): for the waiting endpoints (SSE, long-polls)."""
+    log = tmp_path_factory.mktemp("blackbox-asgi") / "uvicorn.log"
+    srv = AsgiServer(env=world.server.env, log_path=log)
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.stop()
 
 
 @dataclass(frozen=True)
