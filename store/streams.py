@@ -271,7 +271,7 @@ def stream_read(*, topic: Topic, since: int, limit: int = READ_DEFAULT) -> Strea
     entries after ``since`` are gone, InvalidStreamInput for a ``since``
     below 0 or beyond the head, or a limit outside 1…READ_MAX."""
     check_offset(since, "since")
-    check.check_int(limit, "limit", low=1, high=READ_MAX)
+    _int(limit, "limit", low=1, high=READ_MAX)
     rows = list(StreamEntry.objects.filter(topic=topic, offset__gt=since)
                 .order_by("offset")[:limit])  # fmt: skip
     # After the entries: a prune that took any of them is visible here.
@@ -292,7 +292,7 @@ def stream_wait(*, topic: Topic, since: int, limit: int = READ_DEFAULT,
     """``stream_read``, waiting up to ``wait_seconds`` (≤ WAIT_MAX) for a first
     entry when none is there yet (a long poll: woken by the appends'
     notifications on PostgreSQL, polling on SQLite)."""
-    wait = check.check_seconds(wait_seconds, "wait_seconds")
+    wait = _seconds(wait_seconds, "wait_seconds")
     if wait > WAIT_MAX:
         raise InvalidStreamInput.field("wait_seconds", f"At most {WAIT_MAX:g}.")
     page = stream_read(topic=topic, since=since, limit=limit)
@@ -309,7 +309,7 @@ def stream_wait(*, topic: Topic, since: int, limit: int = READ_DEFAULT,
 
 
 def check_offset(value: Any, field: str) -> int:
-    check.check_int(value, field, low=0, high=2**63 - 1)
+    _int(value, field, low=0, high=2**63 - 1)
     return int(value)
 
 
@@ -487,11 +487,29 @@ def _assign(topic: Topic, fields: dict[str, Any]) -> None:
         raise InvalidStreamInput.field(sorted(unknown)[0], "Unknown field.")
     for name, value in fields.items():
         if name == "retention_seconds" and value is not None:
-            value = check.check_seconds(value, name)
+            value = _seconds(value, name)
             if value < 1:
                 raise InvalidStreamInput.field(name, "Must be at least 1 second.")
         elif name == "max_entries" and value is not None:
-            check.check_int(value, name, low=1, high=MAX_ENTRIES_MAX)
+            _int(value, name, low=1, high=MAX_ENTRIES_MAX)
         elif name == "max_payload_bytes":
-            check.check_int(value, name, low=1, high=MAX_PAYLOAD_BYTES_MAX)
+            _int(value, name, low=1, high=MAX_PAYLOAD_BYTES_MAX)
         setattr(topic, name, value)
+
+
+def _int(value: Any, field: str, *, low: int, high: int) -> int:
+    """``value`` as an int within [low, high] (raises InvalidStreamInput)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidStreamInput.field(field, "Must be an integer.")
+    if not low <= value <= high:
+        raise InvalidStreamInput.field(field, f"Must be between {low} and {high}.")
+    return value
+
+
+def _seconds(value: Any, field: str) -> float:
+    """A number of seconds within [0, DURATION_MAX] (raises InvalidStreamInput)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise InvalidStreamInput.field(field, "Must be a number of seconds.")
+    if not 0 <= value <= check.DURATION_MAX:
+        raise InvalidStreamInput.field(field, f"Must be between 0 and {check.DURATION_MAX}.")
+    return float(value)
