@@ -81,8 +81,8 @@ def test_append__one_201_offset_repeat_200_batch_201_offsets(topic, tree, editor
     repeat = editor.post(url(tree["child"], "entries/"), {"payload": 2, "idempotency_key": "k"},
                          format="json")  # fmt: skip
     assert (repeat.status_code, repeat.json()) == (200, {"offset": 1})
-    batch = editor.post(url(tree["child"], "entries/"),
-                        {"entries": [{"payload": "x"}, {"payload": "y"}]}, format="json")  # fmt: skip
+    two = {"entries": [{"payload": "x"}, {"payload": "y"}]}
+    batch = editor.post(url(tree["child"], "entries/"), two, format="json")
     assert (batch.status_code, batch.json()) == (201, {"offsets": [2, 3]})
 
 
