@@ -23,6 +23,7 @@ from principals.models import Group
 from store import (
     lock_admin,  # noqa: F401  (registers the read-only lock list)
     schedules,
+    stream_admin,  # noqa: F401  (registers topics and stream consumers)
 )
 from store.exceptions import ScheduleError
 from store.models import Schedule
