@@ -63,16 +63,16 @@ class TopicAdmin(ReadOnly):
     list_select_related = ["group"]
     search_fields = ["name", "group__slug"]
     actions = ["purge", "prune"]
-    readonly_fields = ["group", "name", "head_offset", "first_offset", "retained",
-                       "retention_seconds", "max_entries", "max_payload_bytes", "created_at",
-                       "consumers_and_lag"]  # fmt: skip
-    fields = readonly_fields
+    fields = readonly_fields = ("group", "name", "head_offset", "first_offset", "retained",
+                                "retention_seconds", "max_entries", "max_payload_bytes",
+                                "created_at", "consumers_and_lag")  # fmt: skip
 
     def group_of(self, obj: Topic) -> Group:
         return obj.group
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Topic]:
-        qs = super().get_queryset(request).annotate(n_consumers=Count("consumers"))
+        qs: QuerySet[Topic] = super().get_queryset(request)
+        qs = qs.annotate(n_consumers=Count("consumers"))
         if request.user.is_superuser:
             return qs
         return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])

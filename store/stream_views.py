@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from groupqueues.openapi import GROUP_ROUTE, PAGE_PARAMETERS, paginated
+from groupqueues.openapi import GROUP_ROUTE, PAGE_PARAMETERS, PATH, paginated
 from groupqueues.serializers import CountSerializer
 from groupqueues.views import group_for
 from principals.authz import Capability
@@ -36,7 +36,6 @@ from store.exceptions import InvalidStreamInput
 from store.models import Topic
 
 TAG = "streams"
-PATH = OpenApiParameter.PATH
 TOPIC_PARAMETERS = [
     OpenApiParameter("g", str, PATH, description="Group slug or id."),
     OpenApiParameter("t", str, PATH, description="Topic name."),

@@ -132,8 +132,7 @@ def topics_of(*, group: Group) -> list[Topic]:
 def topic_create(*, group: Group, name: str, **fields: Any) -> Topic:
     """Create the topic ``name`` (``fields`` as FIELDS; retention defaults from
     ``retention_defaults()``). Raises InvalidStreamInput (400), TopicExists (409)."""
-    if not isinstance(name, str) or not re.match(COLLECTION_NAME_VALIDATOR.regex, name):
-        raise InvalidStreamInput.field("name", str(COLLECTION_NAME_VALIDATOR.message))
+    _check_name(name, "name")
     topic = Topic(group=group, name=name)
     _assign(topic, {**retention_defaults(), **fields})
     try:
@@ -234,7 +233,7 @@ def _existing_keys(topic: Topic, keys: list[str | None]) -> dict[str, int]:
     if not wanted:
         return {}
     found = StreamEntry.objects.filter(topic=topic, idempotency_key__in=wanted)
-    return dict(found.values_list("idempotency_key", "offset"))
+    return {key: offset for key, offset in found.values_list("idempotency_key", "offset") if key}
 
 
 def _payload(payload: Any, topic: Topic, index: int | None) -> Any:
@@ -427,8 +426,13 @@ def _check_not_beyond_head(topic: Topic, offset: int) -> None:
 
 
 def _check_consumer_name(name: Any) -> None:
+    _check_name(name, "consumer")
+
+
+def _check_name(name: Any, field: str) -> None:
+    """Topic and consumer names follow the collection names' rule."""
     if not isinstance(name, str) or not re.match(COLLECTION_NAME_VALIDATOR.regex, name):
-        raise InvalidStreamInput.field("consumer", str(COLLECTION_NAME_VALIDATOR.message))
+        raise InvalidStreamInput.field(field, str(COLLECTION_NAME_VALIDATOR.message))
 
 
 # ------------------------------------------------------------------ retention
