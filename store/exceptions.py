@@ -136,9 +136,17 @@ class OffsetRegressed(StreamError, Conflict):
 
 
 class OffsetOutOfRange(StreamError, Conflict):
-    """The entries after this offset are gone (retention or purge)."""
+    """The offset is not a position of the topic: the entries after it are gone
+    (retention or purge), or it is beyond the head."""
 
     code = "offset_out_of_range"
+
+    @classmethod
+    def beyond(cls, field: str, offset: int, first: int, head: int) -> OffsetOutOfRange:
+        return cls(
+            f"{field} {offset} is beyond the head offset {head}.",
+            details={field: offset, "first_available_offset": first, "head_offset": head},
+        )
 
     @classmethod
     def below(cls, since: int, first: int, head: int) -> OffsetOutOfRange:

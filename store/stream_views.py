@@ -48,8 +48,8 @@ NOT_FOUND = {404: error("not_found / topic_not_found / consumer_not_found")}
 RESPONSES = {**ERROR_RESPONSES, **NOT_FOUND}
 OUT_OF_RANGE = {
     409: error(
-        "offset_out_of_range: entries after the offset are gone (details: "
-        "first_available_offset, head_offset)"
+        "offset_out_of_range: the entries after the offset are gone, or it is beyond the "
+        "head (details: first_available_offset, head_offset)"
     )
 }
 APPEND_REQUEST = PolymorphicProxySerializer(
@@ -226,7 +226,7 @@ class CommitView(APIView):
         request=s.CommitSerializer,
         responses={200: s.ConsumerSerializer, **RESPONSES,
                    409: error("offset_regressed: below the saved offset (details: "
-                              "committed_offset, offset)")},
+                              "committed_offset, offset) / offset_out_of_range: beyond the head")},
     )  # fmt: skip
     def post(self, request: Request, g: str, t: str, c: str) -> Response:
         topic = topic_for(request, Capability.QUEUE_CONSUME, g, t)
@@ -239,7 +239,8 @@ class CommitView(APIView):
 class ResetView(APIView):
     @extend_schema(
         tags=[TAG], summary="Move the consumer to any offset, backwards too (manage)",
-        request=s.ResetSerializer, responses={200: s.ConsumerSerializer, **RESPONSES},
+        request=s.ResetSerializer,
+        responses={200: s.ConsumerSerializer, **RESPONSES, **OUT_OF_RANGE},
     )  # fmt: skip
     def post(self, request: Request, g: str, t: str, c: str) -> Response:
         topic = topic_for(request, Capability.QUEUE_MANAGE, g, t)

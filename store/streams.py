@@ -266,9 +266,10 @@ def _key(key: Any, index: int | None) -> str | None:
 
 def stream_read(*, topic: Topic, since: int, limit: int = READ_DEFAULT) -> StreamPage:
     """The entries after offset ``since`` (at most ``limit``, offset order).
-    Raises OffsetOutOfRange (409, with the first available offset) when
-    entries after ``since`` are gone, InvalidStreamInput for a ``since``
-    below 0 or beyond the head, or a limit outside 1…READ_MAX."""
+    Raises OffsetOutOfRange (409, with the first available offset and the
+    head) when entries after ``since`` are gone or ``since`` is beyond the
+    head, InvalidStreamInput for a negative ``since`` or a limit outside
+    1…READ_MAX."""
     check_offset(since, "since")
     _int(limit, "limit", low=1, high=READ_MAX)
     rows = list(StreamEntry.objects.filter(topic=topic, offset__gt=since)
@@ -282,7 +283,7 @@ def stream_read(*, topic: Topic, since: int, limit: int = READ_DEFAULT) -> Strea
     if since < pruned:
         raise OffsetOutOfRange.below(since, pruned + 1, head)
     if since > head:
-        raise InvalidStreamInput.field("since", f"Beyond the head offset {head}.")
+        raise OffsetOutOfRange.beyond("since", since, pruned + 1, head)
     return StreamPage(since=since, entries=rows, head_offset=head, first_offset=pruned + 1)
 
 
@@ -362,7 +363,7 @@ def consumer_commit(*, topic: Topic, name: str, offset: int) -> StreamConsumer:
     """Save ``offset`` (the last offset processed) for consumer ``name``,
     creating it on its first commit. Forward only: an offset below the saved
     one raises OffsetRegressed (409); the same offset again is a no-op. An
-    offset beyond the head raises InvalidStreamInput."""
+    offset beyond the head raises OffsetOutOfRange (409)."""
     _check_consumer_name(name)
     check_offset(offset, "offset")
     _check_not_beyond_head(topic, offset)
@@ -422,7 +423,7 @@ def _consumer_ensure(topic: Topic, name: str, *, start: int) -> StreamConsumer:
 def _check_not_beyond_head(topic: Topic, offset: int) -> None:
     topic.refresh_from_db(fields=["head_offset", "pruned_through"])
     if offset > topic.head_offset:
-        raise InvalidStreamInput.field("offset", f"Beyond the head offset {topic.head_offset}.")
+        raise OffsetOutOfRange.beyond("offset", offset, topic.first_offset, topic.head_offset)
 
 
 def _check_consumer_name(name: Any) -> None:

@@ -30,6 +30,7 @@ from queueproject.ids import CANONICAL
 from sessionqueues import services as sq
 from sessionqueues.services import NewEntry
 from sessionqueues.services.send_now import SendNowExpectation
+from store import streams as st
 from tests.factories import make_token, member
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -65,7 +66,12 @@ def pinned(db: None, tree: Tree) -> dict[str, str]:
         session_id=session.pk,
         expected=[SendNowExpectation(id=entries[1].pk, content=entries[1].content)],
     )
+    topic = st.topic_create(group=tree["child"], name="events")
+    st.append(topic=topic, entries=[st.StreamEntryIn({"i": i}) for i in range(5)])
+    st.consumer_commit(topic=topic, name="reader", offset=2)
     return {
+        "t": "events",
+        "c": "reader",
         "g": "child",
         "q": "jobs",
         "app": "app-grandchild",
@@ -208,6 +214,13 @@ def short_waits(case: Case) -> None:
     wait = body.get("wait_seconds")
     if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 20:
         body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
+    query = case.query if isinstance(case.query, dict) else {}
+    if "wait_seconds" in query:  # long-poll reads (GET) take it as a query parameter
+        try:
+            if 0 <= float(query["wait_seconds"]) <= 20:
+                query["wait_seconds"] = "0.05"
+        except (TypeError, ValueError):
+            pass  # invalid values stay invalid
 
 
 def real_sender_task(case: Case, pinned: dict[str, str]) -> None:

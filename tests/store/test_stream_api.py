@@ -113,9 +113,11 @@ def test_read__since_limit_and_out_of_range_409_with_the_first_offset(topic, tre
     gone = editor.get(url(tree["child"], "entries/") + "?since=2")
     error = assert_error(gone, 409, "offset_out_of_range")
     assert error["details"]["first_available_offset"] == 8
-    for query in ("since=-1", "since=x", "limit=0", "limit=5000", "wait_seconds=21", "since=11",
+    for query in ("since=-1", "since=x", "limit=0", "limit=5000", "wait_seconds=21",
                   "colour=red"):  # fmt: skip
         assert_error(editor.get(url(tree["child"], "entries/") + "?" + query), 400, "invalid")
+    beyond = editor.get(url(tree["child"], "entries/") + "?since=11")
+    assert assert_error(beyond, 409, "offset_out_of_range")["details"]["head_offset"] == 10
 
 
 def test_commit__forward_only_409_offset_regressed_reset_goes_back(topic, tree, editor, admin):
@@ -127,7 +129,7 @@ def test_commit__forward_only_409_offset_regressed_reset_goes_back(topic, tree, 
     error = assert_error(editor.post(commit, {"offset": 3}, format="json"), 409,
                          "offset_regressed")  # fmt: skip
     assert error["details"] == {"committed_offset": 4, "offset": 3}
-    assert_error(editor.post(commit, {"offset": 9}, format="json"), 400, "invalid")
+    assert_error(editor.post(commit, {"offset": 9}, format="json"), 409, "offset_out_of_range")
     assert_error(editor.post(commit, {"offset": "4"}, format="json"), 400, "invalid")
     reset = url(tree["child"], "consumers/c1/reset/")
     assert_error(editor.post(reset, {"offset": 1}, format="json"), 403, "permission_denied")

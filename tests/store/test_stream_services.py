@@ -105,8 +105,9 @@ def test_read__since_limit_and_next_since(topic):
     assert (page.next_since, page.head_offset, page.first_offset) == (7, 10, 1)
     empty = streams.stream_read(topic=topic, since=10)
     assert (empty.entries, empty.next_since) == ([], 10)
-    with pytest.raises(InvalidStreamInput):
+    with pytest.raises(OffsetOutOfRange) as beyond:
         streams.stream_read(topic=topic, since=11)
+    assert beyond.value.details == {"since": 11, "first_available_offset": 1, "head_offset": 10}
     with pytest.raises(InvalidStreamInput):
         streams.stream_read(topic=topic, since=-1)
     with pytest.raises(InvalidStreamInput):
@@ -157,7 +158,7 @@ def test_commit__forward_only_same_again_is_fine_below_is_409(topic):
     with pytest.raises(OffsetRegressed) as back:
         streams.consumer_commit(topic=topic, name="c", offset=2)
     assert back.value.details == {"committed_offset": 3, "offset": 2}
-    with pytest.raises(InvalidStreamInput):
+    with pytest.raises(OffsetOutOfRange):
         streams.consumer_commit(topic=topic, name="c", offset=6)
     assert streams.consumer_get(topic=topic, name="c").committed_offset == 3
 
@@ -172,7 +173,7 @@ def test_reset__moves_back_earliest_and_latest(topic):
     assert streams.consumer_reset(topic=topic, name="c", to="earliest").committed_offset == 3
     with pytest.raises(InvalidStreamInput):
         streams.consumer_reset(topic=topic, name="c")
-    with pytest.raises(InvalidStreamInput):
+    with pytest.raises(OffsetOutOfRange):
         streams.consumer_reset(topic=topic, name="c", offset=9)
 
 
