@@ -93,11 +93,16 @@ def shutdown() -> None:
         hub.stop()
 
 
-def subscribe(name: str, *, using: str = "default") -> Subscription:
-    """A subscription to ``name``; LISTEN is active when this returns (PostgreSQL)."""
+def subscribe(
+    name: str, *, using: str = "default", event: threading.Event | None = None
+) -> Subscription:
+    """A subscription to ``name``; LISTEN is active when this returns (PostgreSQL).
+    ``event`` replaces the subscription's own Event (``queueproject.sse`` passes
+    one that also wakes an asyncio loop)."""
+    wake = event if event is not None else threading.Event()
     if not listen_available(using):
-        return Subscription(name, max_sleep=product_settings().worker_poll_interval)
-    sub = Subscription(name, max_sleep=SAFETY_SLEEP)
+        return Subscription(name, max_sleep=product_settings().worker_poll_interval, event=wake)
+    sub = Subscription(name, max_sleep=SAFETY_SLEEP, event=wake)
     _Hub.get(using).add(sub)
     return sub
 

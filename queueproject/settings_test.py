@@ -17,3 +17,6 @@ REST_FRAMEWORK = {
     **REST_FRAMEWORK,
     "DEFAULT_THROTTLE_RATES": {"principal": os.environ.get("API_THROTTLE_RATE", "100000/min")},
 }
+# queueproject.sse: run the waiting views' database work in the test's own
+# thread (the test transaction's connection), not on the shared pool.
+SSE_DB_THREADS = 0

@@ -21,6 +21,7 @@ from principals.admin import CapabilityAdmin, admin_principal
 from principals.authz import Capability, readable_groups
 from principals.models import Group
 from store import (
+    channel_admin,  # noqa: F401  (registers the notify channel pages)
     lock_admin,  # noqa: F401  (registers the read-only lock list)
     schedules,
     stream_admin,  # noqa: F401  (registers topics and stream consumers)

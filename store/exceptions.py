@@ -82,6 +82,32 @@ class ScheduleExists(ScheduleError, AlreadyExists):
     """The group already has a schedule with that name."""
 
 
+# --- notify channels ------------------------------------------------------------
+
+
+class ChannelError(StoreError):
+    """The channel operation could not be carried out."""
+
+
+class InvalidChannelInput(ChannelError, InvalidInput):
+    """The request is not valid."""
+
+    @classmethod
+    def field(cls, name: str, problem: str) -> InvalidChannelInput:
+        """An error about one field (``details`` maps it to its problems)."""
+        return cls(f"{name}: {problem}", details={name: [problem]})
+
+
+class ChannelNotFound(ChannelError, NotFound):
+    """No such channel."""
+
+    code = "channel_not_found"
+
+
+class ChannelExists(ChannelError, AlreadyExists):
+    """The group already has a channel with that name."""
+
+
 # --- streams ------------------------------------------------------------------
 
 

@@ -64,6 +64,57 @@ class Schedule(models.Model):
         return f"{self.group.slug}/{self.name}"
 
 
+class Channel(models.Model):
+    """A group's notify channel (SPEC §6): fan-out to every listener attached
+    before a publish. ``last_seq`` is the sequence number of its latest
+    notification: ``store.channels.publish`` moves it under the channel row's
+    lock, held until commit, so sequence order is commit order per channel and
+    a listener that has seen ``seq`` N never later finds one below N appear."""
+
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="channels")
+    name = models.CharField(max_length=64, validators=[COLLECTION_NAME_VALIDATOR])
+    last_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "name"], name="st_chan_unique_name"),
+            models.CheckConstraint(condition=Q(last_seq__gte=0), name="st_chan_seq_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group.slug}/{self.name}"
+
+
+class Notification(models.Model):
+    """One published notification, kept for the retention window (by age and
+    by count, ``NOTIFY_RETENTION_SECONDS`` / ``NOTIFY_RETENTION_COUNT``) so that
+    a reconnecting listener resumes by ``Last-Event-ID`` without loss."""
+
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
+    seq = models.BigIntegerField()
+    payload = models.JSONField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    published_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["channel_id", "seq"]
+        constraints = [
+            # Also the index of the listeners' hot query (channel, seq > cursor).
+            models.UniqueConstraint(fields=["channel", "seq"], name="st_notif_unique_seq"),
+            models.UniqueConstraint(
+                fields=["channel", "idempotency_key"],
+                name="st_notif_unique_key",
+                condition=Q(idempotency_key__isnull=False),
+            ),
+        ]
+        indexes = [models.Index(fields=["published_at"], name="st_notif_published")]
+
+    def __str__(self) -> str:
+        return f"{self.channel_id}#{self.seq}"
+
+
 # ------------------------------------------------------------------ streams
 
 STREAM_KEY_MAX = 200  # characters of an entry's idempotency key

@@ -5,7 +5,11 @@ one leads at a time, the holder of the ``store.scheduler`` lease
 (``queueproject.leases.Leadership``, the maintenance leader's mechanism).
 Leadership only keeps the work in one place: exactly-once per boundary is
 the fenced cursor of ``store.schedules``, which holds even when two
-processes believe they lead."""
+processes believe they lead.
+
+The leader also prunes notify channels past their retention age every
+``NOTIFY_PRUNE_INTERVAL`` seconds (``store.channels.notifications_prune``):
+the store's one-leader loop, so no hook into queue maintenance is needed."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from django.db import DatabaseError, connections
 
 from queueproject.leases import Leadership
 from queueproject.runner import FAILED, Runner, call_resilient
+from store.channels import notifications_prune, prune_interval
 from store.schedule_declared import schedules_sync_declared
 from store.schedules import schedules_fire_due
 
@@ -53,6 +58,7 @@ class Scheduler(Runner):
         self.once = once
         self.on_tick = on_tick
         self.fired = 0
+        self._pruned_at = -math.inf
 
     def run(self) -> None:
         """Sync the schedules declared in code (QUEUE_SCHEDULES), then loop."""
@@ -77,6 +83,7 @@ class Scheduler(Runner):
         if self.leads():
             try:
                 fired = schedules_fire_due()
+                self.prune_notifications()
             except DatabaseError:
                 raise  # the Runner reconnects
             except Exception:  # a bug must not end the scheduler for good
@@ -90,6 +97,15 @@ class Scheduler(Runner):
         if self.once:
             self.request_stop()
         return False
+
+    def prune_notifications(self) -> None:
+        """Drop notifications past retention, at most every NOTIFY_PRUNE_INTERVAL."""
+        now = time.monotonic()
+        if now - self._pruned_at >= prune_interval():
+            self._pruned_at = now
+            pruned = notifications_prune()
+            if pruned:
+                logger.info("scheduler %s pruned %d notifications", self.leadership.owner, pruned)
 
     def on_stop(self) -> None:
         """Resign so that another process takes over now, not after the TTL."""

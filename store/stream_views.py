@@ -42,7 +42,7 @@ TOPIC_PARAMETERS = [
 ]
 TOPIC_ROUTE = extend_schema(parameters=TOPIC_PARAMETERS)
 CONSUMER_ROUTE = extend_schema(parameters=[
-    *TOPIC_PARAMETERS, OpenApiParameter("c", str, PATH, description="Consumer name."),
+    *TOPIC_PARAMETERS, OpenApiParameter("consumer", str, PATH, description="Consumer name."),
 ])  # fmt: skip
 NOT_FOUND = {404: error("not_found / topic_not_found / consumer_not_found")}
 RESPONSES = {**ERROR_RESPONSES, **NOT_FOUND}
@@ -192,15 +192,15 @@ class ConsumersView(APIView):
 class ConsumerView(APIView):
     @extend_schema(tags=[TAG], summary="A consumer: its committed offset and lag",
                    responses={200: s.ConsumerSerializer, **RESPONSES})  # fmt: skip
-    def get(self, request: Request, g: str, t: str, c: str) -> Response:
+    def get(self, request: Request, g: str, t: str, consumer: str) -> Response:
         topic = topic_for(request, Capability.QUEUE_READ, g, t)
-        return Response(s.ConsumerSerializer(streams.consumer_get(topic=topic, name=c)).data)
+        return Response(s.ConsumerSerializer(streams.consumer_get(topic=topic, name=consumer)).data)
 
     @extend_schema(tags=[TAG], summary="Forget a consumer and its offset (manage)",
                    responses={204: None, **RESPONSES})  # fmt: skip
-    def delete(self, request: Request, g: str, t: str, c: str) -> Response:
+    def delete(self, request: Request, g: str, t: str, consumer: str) -> Response:
         topic = topic_for(request, Capability.QUEUE_MANAGE, g, t)
-        streams.consumer_delete(consumer=streams.consumer_get(topic=topic, name=c))
+        streams.consumer_delete(consumer=streams.consumer_get(topic=topic, name=consumer))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -211,10 +211,10 @@ class ConsumerEntriesView(APIView):
         parameters=[s.ConsumerReadQuerySerializer],
         responses={200: s.PageSerializer, **RESPONSES, **OUT_OF_RANGE},
     )  # fmt: skip
-    def get(self, request: Request, g: str, t: str, c: str) -> Response:
+    def get(self, request: Request, g: str, t: str, consumer: str) -> Response:
         topic = topic_for(request, Capability.QUEUE_READ, g, t)
         query = validated(s.ConsumerReadQuerySerializer, request.query_params.dict())
-        page = streams.consumer_read(topic=topic, name=c, limit=query["limit"],
+        page = streams.consumer_read(topic=topic, name=consumer, limit=query["limit"],
                                      wait_seconds=query["wait_seconds"])  # fmt: skip
         return Response(s.page_body(page))
 
@@ -228,11 +228,11 @@ class CommitView(APIView):
                    409: error("offset_regressed: below the saved offset (details: "
                               "committed_offset, offset) / offset_out_of_range: beyond the head")},
     )  # fmt: skip
-    def post(self, request: Request, g: str, t: str, c: str) -> Response:
+    def post(self, request: Request, g: str, t: str, consumer: str) -> Response:
         topic = topic_for(request, Capability.QUEUE_CONSUME, g, t)
         offset = validated(s.CommitSerializer, request.data)["offset"]
-        consumer = streams.consumer_commit(topic=topic, name=c, offset=offset)
-        return Response(s.ConsumerSerializer(consumer).data)
+        saved = streams.consumer_commit(topic=topic, name=consumer, offset=offset)
+        return Response(s.ConsumerSerializer(saved).data)
 
 
 @CONSUMER_ROUTE
@@ -242,9 +242,9 @@ class ResetView(APIView):
         request=s.ResetSerializer,
         responses={200: s.ConsumerSerializer, **RESPONSES, **OUT_OF_RANGE},
     )  # fmt: skip
-    def post(self, request: Request, g: str, t: str, c: str) -> Response:
+    def post(self, request: Request, g: str, t: str, consumer: str) -> Response:
         topic = topic_for(request, Capability.QUEUE_MANAGE, g, t)
         data = validated(s.ResetSerializer, request.data)
-        consumer = streams.consumer_reset(topic=topic, name=c, offset=data.get("offset"),
-                                          to=data.get("to"))  # fmt: skip
-        return Response(s.ConsumerSerializer(consumer).data)
+        moved = streams.consumer_reset(topic=topic, name=consumer, offset=data.get("offset"),
+                                       to=data.get("to"))  # fmt: skip
+        return Response(s.ConsumerSerializer(moved).data)

@@ -30,6 +30,7 @@ from queueproject.ids import CANONICAL
 from sessionqueues import services as sq
 from sessionqueues.services import NewEntry
 from sessionqueues.services.send_now import SendNowExpectation
+from store import channels
 from store import streams as st
 from tests.factories import make_token, member
 
@@ -62,6 +63,8 @@ def pinned(db: None, tree: Tree) -> dict[str, str]:
     ]
     reserved, _ = sq.reservation_reserve_for_delivery(session_id=session.pk)
     assert reserved is not None
+    channel = channels.channel_create(group=tree["child"], name="news")
+    channels.publish(channel=channel, payload={"n": 1})
     claim, _ = sq.queue_send_now_claim(
         session_id=session.pk,
         expected=[SendNowExpectation(id=entries[1].pk, content=entries[1].content)],
@@ -71,7 +74,7 @@ def pinned(db: None, tree: Tree) -> dict[str, str]:
     st.consumer_commit(topic=topic, name="reader", offset=2)
     return {
         "t": "events",
-        "c": "reader",
+        "consumer": "reader",
         "g": "child",
         "q": "jobs",
         "app": "app-grandchild",
@@ -82,6 +85,7 @@ def pinned(db: None, tree: Tree) -> dict[str, str]:
         "message_id": str(entries[2].pk),
         "reservation_id": str(reserved.reservation_id),
         "claim_id": str(claim.pk),
+        "c": "news",
     }
 
 
@@ -214,13 +218,22 @@ def short_waits(case: Case) -> None:
     wait = body.get("wait_seconds")
     if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 20:
         body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
-    query = case.query if isinstance(case.query, dict) else {}
-    if "wait_seconds" in query:  # long-poll reads (GET) take it as a query parameter
+    params = case.query or {}
+    if "wait_seconds" in params:  # stream reads (GET) take it as a query parameter
         try:
-            if 0 <= float(query["wait_seconds"]) <= 20:
-                query["wait_seconds"] = "0.05"
+            if 0 <= float(params["wait_seconds"]) <= 20:
+                params["wait_seconds"] = "0.05"
         except (TypeError, ValueError):
             pass  # invalid values stay invalid
+    if case.path.endswith("/events/"):
+        # Channel events wait (long-poll) or stream (SSE) up to ``timeout``.
+        query: dict[str, Any] = case.query or {}
+        timeout = query.get("timeout")
+        if timeout is None:
+            query["timeout"] = 0.05
+        elif isinstance(timeout, int | float) and not isinstance(timeout, bool):
+            query["timeout"] = min(timeout, 0.05) if 0 <= timeout <= 300 else timeout
+        case.query = query
 
 
 def real_sender_task(case: Case, pinned: dict[str, str]) -> None:

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('principals', '0003_app_webhook_timeout'),
-        ('store', '0001_schedules'),
+        ('store', '0002_channels'),
     ]
 
     operations = [

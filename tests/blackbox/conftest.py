@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.blackbox.server import (
+    AsgiServer,
     Server,
     bb_database_name,
     postgres_create,
@@ -94,6 +95,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     srv = srv or (world.server if world else None)
     if report.failed and srv is not None:
         report.sections.append(("server output", srv.output()))
+    asgi = getattr(item, "funcargs", {}).get("asgi_server")
+    if report.failed and asgi is not None:
+        report.sections.append(("uvicorn output", asgi.output()))
+
+
+@pytest.fixture(scope="session")
+def asgi_server(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsgiServer]:
+    """The same database as ``server`` served by the production command
+    (uvicorn, ASGI): for the waiting endpoints (SSE, long-polls)."""
+    log = tmp_path_factory.mktemp("blackbox-asgi") / "uvicorn.log"
+    srv = AsgiServer(env=world.server.env, log_path=log)
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.stop()
 
 
 @dataclass(frozen=True)

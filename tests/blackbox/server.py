@@ -113,13 +113,16 @@ class Server:
         assert done.returncode == 0, f"manage.py {' '.join(args)} failed:\n{done.stderr}"
         return done.stdout
 
+    def command(self) -> list[str]:
+        """``manage.py runserver`` (WSGI, a thread per request)."""
+        return [sys.executable, str(ROOT / "manage.py"), "runserver",
+                f"127.0.0.1:{self.port}", "--noreload"]  # fmt: skip
+
     def start(self) -> None:
         """Start the server and wait until it serves ``/api/schema/``."""
         self.log = self.log_path.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "runserver",
-             f"127.0.0.1:{self.port}", "--noreload"],
-            env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+            self.command(), env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -176,3 +179,12 @@ class Server:
         """An HTTP client for the server (``Authorization: Bearer`` with ``token``)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+
+class AsgiServer(Server):
+    """The production command: ``uvicorn queueproject.asgi:application`` (one
+    process, asyncio; the waiting endpoints are async views)."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "uvicorn", "queueproject.asgi:application",
+                "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log"]  # fmt: skip
