@@ -198,3 +198,16 @@ class ConsumerSerializer(serializers.Serializer):
 
     def get_lag(self, consumer: StreamConsumer) -> int:
         return streams.consumer_lag(consumer)
+
+
+class EventsQuerySerializer(StrictSerializer):
+    """GET consumers/{consumer}/events/ query parameters (SSE)."""
+
+    last_event_id = serializers.IntegerField(
+        required=False, min_value=0, max_value=OFFSET_MAX,
+        help_text="Resume after this offset, for clients that cannot send Last-Event-ID.",
+    )  # fmt: skip
+    timeout = serializers.FloatField(
+        required=False, min_value=0, max_value=300,
+        help_text="End the stream after this many seconds (default 300; reconnect to go on).",
+    )  # fmt: skip

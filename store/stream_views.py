@@ -10,8 +10,14 @@ the queue routes; a missing topic 404 ``topic_not_found``, a missing consumer
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -19,6 +25,7 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 from rest_framework import status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -27,13 +34,15 @@ from groupqueues.openapi import GROUP_ROUTE, PAGE_PARAMETERS, PATH, paginated
 from groupqueues.serializers import CountSerializer
 from groupqueues.views import group_for
 from principals.authz import Capability
+from queueproject import sse
 from queueproject.api import TakesNoBody, validated
 from queueproject.pagination import Pagination
 from queueproject.schema import ERROR_RESPONSES, error
 from store import stream_serializers as s
 from store import streams
-from store.exceptions import InvalidStreamInput
-from store.models import Topic
+from store.channel_views import _JSONOnly as JSONOnly  # errors stay JSON for EventSource
+from store.exceptions import InvalidStreamInput, OffsetOutOfRange
+from store.models import StreamEntry, Topic
 
 TAG = "streams"
 TOPIC_PARAMETERS = [
@@ -248,3 +257,136 @@ class ResetView(APIView):
         moved = streams.consumer_reset(topic=topic, name=consumer, offset=data.get("offset"),
                                        to=data.get("to"))  # fmt: skip
         return Response(s.ConsumerSerializer(moved).data)
+
+
+# ------------------------------------------------------------------ subscribe (SSE)
+#
+# ``GET …/consumers/{consumer}/events/`` streams the entries after the
+# consumer's saved offset (or after ``Last-Event-ID``) as Server-Sent Events,
+# ``id:`` = the offset, under ASGI without a thread or connection per client
+# (``queueproject.sse``, shared with notify channels). As there, the sync DRF
+# view ``ConsumerEventsView`` authenticates, authorises and checks the start
+# (409 ``offset_out_of_range`` before the stream starts), and the async
+# ``consumer_events`` serves the plan. Streaming does not commit: the client
+# commits what it processed with commit/. When retention passes a running
+# stream, it ends with an ``offset_out_of_range`` event carrying the envelope.
+
+
+@dataclass(frozen=True)
+class EventsPlan:
+    topic: Topic
+    since: int
+    timeout: float | None
+
+
+class Planned(HttpResponse):
+    def __init__(self, plan: EventsPlan) -> None:
+        super().__init__(status=200)
+        self.plan = plan
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The fetch found its range pruned: the stream's last event."""
+
+    error: OffsetOutOfRange
+
+
+GONE_EVENT = "offset_out_of_range"
+EVENTS_DESCRIPTION = (
+    "Server-Sent Events (`Accept: text/event-stream`): one event per entry after the consumer's "
+    "saved offset (`id:` its offset, `data:` the entry as JSON), `: keep-alive` comments when "
+    "idle; a reconnect with `Last-Event-ID` (or `?last_event_id=`) resumes after that offset. "
+    "Streaming does not commit (POST commit/). If retention passes the stream, a last event "
+    "`offset_out_of_range` carries the error envelope."
+)
+
+
+@CONSUMER_ROUTE
+class ConsumerEventsView(APIView):
+    """The sync first step of the subscribe endpoint (see above)."""
+
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = JSONOnly
+
+    @extend_schema(
+        tags=[TAG], summary="Subscribe from the saved offset: Server-Sent Events (read)",
+        description=EVENTS_DESCRIPTION, parameters=[s.EventsQuerySerializer],
+        responses={
+            (200, sse.CONTENT_TYPE): OpenApiResponse(OpenApiTypes.STR, description="SSE"),
+            **RESPONSES, **OUT_OF_RANGE,
+        },
+    )  # fmt: skip
+    def get(self, request: Request, g: str, t: str, consumer: str) -> HttpResponse:
+        topic = topic_for(request, Capability.QUEUE_READ, g, t)
+        query = validated(s.EventsQuerySerializer, request.query_params.dict())
+        try:
+            header = sse.parse_cursor(request.headers.get("Last-Event-ID") or None)
+        except ValueError as exc:
+            raise InvalidStreamInput.field("Last-Event-ID", str(exc)) from None
+        since = header if header is not None else query.get("last_event_id")
+        if since is None:
+            since = streams.consumer_position(topic=topic, name=consumer)
+        streams.stream_read(topic=topic, since=since, limit=1)  # 409 before streaming
+        return Planned(EventsPlan(topic, since, query.get("timeout")))
+
+
+_plan_view = ConsumerEventsView.as_view()
+
+
+def _plan(request: HttpRequest, g: str, t: str, consumer: str) -> HttpResponse:
+    response = _plan_view(request, g=g, t=t, consumer=consumer)
+    if not isinstance(response, Planned) and hasattr(response, "render"):
+        response.render()
+    return response
+
+
+def _fetch(topic: Topic) -> sse.Fetch[int, StreamEntry | Gone]:
+    def fetch(cursor: int) -> tuple[Sequence[StreamEntry | Gone], int]:
+        try:
+            page = streams.stream_read(topic=topic, since=cursor, limit=streams.READ_DEFAULT)
+        except OffsetOutOfRange as exc:
+            return [Gone(exc)], cursor
+        return page.entries, page.next_since
+
+    return fetch
+
+
+def _render(item: StreamEntry | Gone) -> bytes:
+    if isinstance(item, Gone):
+        envelope = {"code": item.error.code, "message": item.error.message,
+                    "details": item.error.details}  # fmt: skip
+        return sse.format_json_event({"error": envelope}, event=GONE_EVENT)
+    return sse.format_json_event(s.EntrySerializer(item).data, id=item.offset)
+
+
+async def _until_gone(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The events, ending after an ``offset_out_of_range`` event."""
+    try:
+        async for chunk in events:
+            yield chunk
+            if b"event: " + GONE_EVENT.encode() in chunk:
+                return
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+@csrf_exempt
+async def consumer_events(request: HttpRequest, g: str, t: str, consumer: str) -> HttpResponseBase:
+    """``GET …/consumers/{consumer}/events/``: plan (sync, off the loop), then stream."""
+    response = await sse.run_sync(_plan, request, g, t, consumer)
+    if not isinstance(response, Planned):
+        return response
+    plan = response.plan
+    events = sse.event_stream(
+        fetch=_fetch(plan.topic), start=lambda: plan.since,
+        wake=sse.Wakeup(streams.wake_channel(plan.topic)), render=_render,
+        max_seconds=plan.timeout, first=sse.retry(sse.RETRY_MS),
+        share=("stream", plan.topic.pk),
+    )  # fmt: skip
+    return sse.streaming_response(_until_gone(events))
+
+
+# drf-spectacular documents DRF views: it reads the route's view class here.
+consumer_events.cls = ConsumerEventsView  # type: ignore[attr-defined]
+consumer_events.initkwargs = {}  # type: ignore[attr-defined]

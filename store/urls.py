@@ -38,4 +38,5 @@ urlpatterns += [
     path(SC + "entries/", stream_views.ConsumerEntriesView.as_view(), name="st-consumer-entries"),
     path(SC + "commit/", stream_views.CommitView.as_view(), name="st-consumer-commit"),
     path(SC + "reset/", stream_views.ResetView.as_view(), name="st-consumer-reset"),
+    path(SC + "events/", stream_views.consumer_events, name="st-consumer-events"),
 ]
