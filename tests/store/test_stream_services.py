@@ -209,3 +209,13 @@ def test_wait__returns_at_once_with_entries_and_after_the_wait_without(topic):
     assert page.entries == []
     with pytest.raises(InvalidStreamInput):
         streams.stream_wait(topic=topic, since=1, wait_seconds=streams.WAIT_MAX + 1)
+
+
+def test_scheduler_tick__applies_stream_retention(topic):
+    from store.schedule_tick import Scheduler
+
+    put(topic, *range(5))
+    streams.topic_update(topic=topic, max_entries=2)
+    Scheduler(owner="t", once=True).tick()
+    topic.refresh_from_db()
+    assert topic.pruned_through == 3
