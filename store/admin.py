@@ -24,6 +24,7 @@ from store import (
     channel_admin,  # noqa: F401  (registers the notify channel pages)
     lock_admin,  # noqa: F401  (registers the read-only lock list)
     schedules,
+    stream_admin,  # noqa: F401  (registers topics and stream consumers)
 )
 from store.exceptions import ScheduleError
 from store.models import Schedule

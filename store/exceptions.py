@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from queueproject.exceptions import AlreadyExists, Conflict, DomainError, InvalidInput, NotFound
+from queueproject.exceptions import (
+    AlreadyExists,
+    Conflict,
+    DomainError,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+)
 
 
 class StoreError(DomainError):
@@ -99,3 +106,77 @@ class ChannelNotFound(ChannelError, NotFound):
 
 class ChannelExists(ChannelError, AlreadyExists):
     """The group already has a channel with that name."""
+
+
+# --- streams ------------------------------------------------------------------
+
+
+class StreamError(StoreError):
+    """The stream operation could not be carried out."""
+
+
+class InvalidStreamInput(StreamError, InvalidInput):
+    """The request is not valid."""
+
+    @classmethod
+    def field(cls, name: str, problem: str, *, index: int | None = None) -> InvalidStreamInput:
+        """An error about one field (of entry ``index`` of a batch when given)."""
+        if index is None:
+            return cls(f"{name}: {problem}", details={name: [problem]})
+        details = {"index": index, "entries": {str(index): {name: [problem]}}}
+        return cls(f"Entry {index}: {name}: {problem}", details=details)
+
+
+class StreamPayloadTooLarge(StreamError, PayloadTooLarge):
+    """An entry's payload is larger than the topic's max_payload_bytes."""
+
+
+class TopicNotFound(StreamError, NotFound):
+    """No such topic."""
+
+    code = "topic_not_found"
+
+
+class TopicExists(StreamError, AlreadyExists):
+    """The group already has a topic with that name."""
+
+
+class ConsumerNotFound(StreamError, NotFound):
+    """No such consumer."""
+
+    code = "consumer_not_found"
+
+
+class OffsetRegressed(StreamError, Conflict):
+    """A commit below the consumer's saved offset (only a reset moves it back)."""
+
+    code = "offset_regressed"
+
+    @classmethod
+    def at(cls, name: str, committed: int, offset: int) -> OffsetRegressed:
+        return cls(
+            f"Consumer {name!r} has committed {committed}; {offset} would move it back "
+            "(a reset, with the manage capability, is the only way back).",
+            details={"committed_offset": committed, "offset": offset},
+        )
+
+
+class OffsetOutOfRange(StreamError, Conflict):
+    """The offset is not a position of the topic: the entries after it are gone
+    (retention or purge), or it is beyond the head."""
+
+    code = "offset_out_of_range"
+
+    @classmethod
+    def beyond(cls, field: str, offset: int, first: int, head: int) -> OffsetOutOfRange:
+        return cls(
+            f"{field} {offset} is beyond the head offset {head}.",
+            details={field: offset, "first_available_offset": first, "head_offset": head},
+        )
+
+    @classmethod
+    def below(cls, since: int, first: int, head: int) -> OffsetOutOfRange:
+        return cls(
+            f"Entries after offset {since} are gone; the first available offset is {first}.",
+            details={"since": since, "first_available_offset": first, "head_offset": head},
+        )

@@ -113,3 +113,99 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel_id}#{self.seq}"
+
+
+# ------------------------------------------------------------------ streams
+
+STREAM_KEY_MAX = 200  # characters of an entry's idempotency key
+
+
+class Topic(models.Model):
+    """A group's append-only log. ``head_offset`` is the last offset handed out
+    (0 while nothing was ever appended); offsets are dense, 1, 2, 3, … in
+    commit order, because an append bumps ``head_offset`` by one UPDATE of
+    this row and so holds its row lock until it commits (``store.streams``).
+    ``pruned_through``: every entry at or below it is gone (retention, purge);
+    the first available offset is ``pruned_through + 1``. Retention: entries
+    older than ``retention_seconds`` and beyond the newest ``max_entries`` are
+    pruned (null: no limit of that kind)."""
+
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="topics")
+    name = models.CharField(max_length=64, validators=[COLLECTION_NAME_VALIDATOR])
+    head_offset = models.BigIntegerField(default=0)
+    pruned_through = models.BigIntegerField(default=0)
+    retention_seconds = models.FloatField(null=True, blank=True)
+    max_entries = models.PositiveIntegerField(null=True, blank=True)
+    max_payload_bytes = models.PositiveIntegerField(default=256 * 1024)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "name"], name="st_topic_unique_name"),
+            models.CheckConstraint(
+                condition=Q(pruned_through__gte=0, head_offset__gte=models.F("pruned_through")),
+                name="st_topic_offsets",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group.slug}/{self.name}"
+
+    @property
+    def first_offset(self) -> int:
+        """The first offset a reader can still get (``head_offset + 1`` when
+        every entry is gone or none was appended)."""
+        return self.pruned_through + 1
+
+
+class StreamEntry(models.Model):
+    """One entry of a topic at ``offset`` (unique per topic, never reused).
+    ``idempotency_key``: unique per topic while the entry is retained."""
+
+    id = models.BigAutoField(primary_key=True)
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="entries")
+    offset = models.BigIntegerField()
+    payload = models.JSONField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=STREAM_KEY_MAX, null=True, blank=True)
+    appended_by = models.CharField(max_length=200, blank=True, default="")
+    appended_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["topic_id", "offset"]
+        constraints = [
+            # Also the read path's index: WHERE topic = … AND offset > … ORDER BY offset.
+            models.UniqueConstraint(fields=["topic", "offset"], name="st_entry_offset"),
+            models.UniqueConstraint(
+                fields=["topic", "idempotency_key"],
+                name="st_entry_key",
+                condition=Q(idempotency_key__isnull=False),
+            ),
+            models.CheckConstraint(condition=Q(offset__gte=1), name="st_entry_offset_positive"),
+        ]
+        indexes = [models.Index(fields=["topic", "appended_at"], name="st_entry_age")]
+
+    def __str__(self) -> str:
+        return f"{self.topic_id}@{self.offset}"
+
+
+class StreamConsumer(models.Model):
+    """A named reader of a topic and the last offset it has processed
+    (``committed_offset``, 0 = none). It only moves forward through a commit;
+    a reset (manage) is the only way back."""
+
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="consumers")
+    name = models.CharField(max_length=64, validators=[COLLECTION_NAME_VALIDATOR])
+    committed_offset = models.BigIntegerField(default=0)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["topic_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "name"], name="st_consumer_unique_name"),
+            models.CheckConstraint(condition=Q(committed_offset__gte=0), name="st_consumer_offset"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic}:{self.name}"

@@ -9,7 +9,8 @@ processes believe they lead.
 
 The leader also prunes notify channels past their retention age every
 ``NOTIFY_PRUNE_INTERVAL`` seconds (``store.channels.notifications_prune``):
-the store's one-leader loop, so no hook into queue maintenance is needed."""
+the store's one-leader loop, so no hook into queue maintenance is needed.
+Stream retention (``store.streams.streams_prune``) runs on the same timer."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from queueproject.runner import FAILED, Runner, call_resilient
 from store.channels import notifications_prune, prune_interval
 from store.schedule_declared import schedules_sync_declared
 from store.schedules import schedules_fire_due
+from store.streams import streams_prune
 
 logger = logging.getLogger("store.scheduler")
 
@@ -106,6 +108,9 @@ class Scheduler(Runner):
             pruned = notifications_prune()
             if pruned:
                 logger.info("scheduler %s pruned %d notifications", self.leadership.owner, pruned)
+            entries = streams_prune()  # stream retention rides on the same timer
+            if entries:
+                logger.info("scheduler %s pruned %d stream entries", self.leadership.owner, entries)
 
     def on_stop(self) -> None:
         """Resign so that another process takes over now, not after the TTL."""

@@ -3,7 +3,7 @@
 from django.urls import URLPattern, path
 
 from store import channel_views as cv
-from store import lock_views
+from store import lock_views, stream_views
 from store import schedule_views as sv
 
 L = "groups/<api_segment:g>/locks/<api_segment:name>/"
@@ -23,4 +23,20 @@ urlpatterns: list[URLPattern] = [
     path(C + "messages/", cv.PublishView.as_view(), name="st-channel-publish"),
     path(C + "events/", cv.channel_events, name="st-channel-events"),
     path(C + "purge/", cv.PurgeView.as_view(), name="st-channel-purge"),
+]
+
+# Streams (store.stream_views): topics, entries, consumers.
+T = "groups/<api_segment:g>/topics/<api_segment:t>/"
+SC = T + "consumers/<api_segment:consumer>/"
+urlpatterns += [
+    path("groups/<api_segment:g>/topics/", stream_views.TopicsView.as_view(), name="st-topics"),
+    path(T, stream_views.TopicView.as_view(), name="st-topic"),
+    path(T + "entries/", stream_views.EntriesView.as_view(), name="st-topic-entries"),
+    path(T + "purge/", stream_views.PurgeView.as_view(), name="st-topic-purge"),
+    path(T + "consumers/", stream_views.ConsumersView.as_view(), name="st-consumers"),
+    path(SC, stream_views.ConsumerView.as_view(), name="st-consumer"),
+    path(SC + "entries/", stream_views.ConsumerEntriesView.as_view(), name="st-consumer-entries"),
+    path(SC + "commit/", stream_views.CommitView.as_view(), name="st-consumer-commit"),
+    path(SC + "reset/", stream_views.ResetView.as_view(), name="st-consumer-reset"),
+    path(SC + "events/", stream_views.consumer_events, name="st-consumer-events"),
 ]

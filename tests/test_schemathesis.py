@@ -31,6 +31,7 @@ from sessionqueues import services as sq
 from sessionqueues.services import NewEntry
 from sessionqueues.services.send_now import SendNowExpectation
 from store import channels
+from store import streams as st
 from tests.factories import make_token, member
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -68,7 +69,12 @@ def pinned(db: None, tree: Tree) -> dict[str, str]:
         session_id=session.pk,
         expected=[SendNowExpectation(id=entries[1].pk, content=entries[1].content)],
     )
+    topic = st.topic_create(group=tree["child"], name="events")
+    st.append(topic=topic, entries=[st.StreamEntryIn({"i": i}) for i in range(5)])
+    st.consumer_commit(topic=topic, name="reader", offset=2)
     return {
+        "t": "events",
+        "consumer": "reader",
         "g": "child",
         "q": "jobs",
         "app": "app-grandchild",
@@ -212,6 +218,13 @@ def short_waits(case: Case) -> None:
     wait = body.get("wait_seconds")
     if isinstance(wait, int | float) and not isinstance(wait, bool) and 0 <= wait <= 20:
         body["wait_seconds"] = min(wait, 0.05)  # invalid values stay invalid
+    params = case.query or {}
+    if "wait_seconds" in params:  # stream reads (GET) take it as a query parameter
+        try:
+            if 0 <= float(params["wait_seconds"]) <= 20:
+                params["wait_seconds"] = "0.05"
+        except (TypeError, ValueError):
+            pass  # invalid values stay invalid
     if case.path.endswith("/events/"):
         # Channel events wait (long-poll) or stream (SSE) up to ``timeout``.
         query: dict[str, Any] = case.query or {}
