@@ -17,3 +17,15 @@ urlpatterns: list[URLPattern] = [
     path(S + "resume/", sv.ResumeView.as_view(), name="st-schedule-resume"),
     path(S + "run-now/", sv.RunNowView.as_view(), name="st-schedule-run-now"),
 ]
+
+# --- the outbox (issue 15) ------------------------------------------------------
+from store import outbox_views as ov  # noqa: E402
+
+OB = "groups/<api_segment:g>/outbox/"
+urlpatterns += [
+    path(OB, ov.OutboxListView.as_view(), name="st-outbox"),
+    path(OB + "stats/", ov.OutboxStatsView.as_view(), name="st-outbox-stats"),
+    path(OB + "redrive/", ov.OutboxRedriveView.as_view(), name="st-outbox-redrive"),
+    path(OB + "purge/", ov.OutboxPurgeView.as_view(), name="st-outbox-purge"),
+    path(OB + "<api_id:id>/", ov.OutboxMessageView.as_view(), name="st-outbox-message"),
+]
