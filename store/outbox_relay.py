@@ -163,6 +163,39 @@ def outbox_deliver(*, row: OutboxMessage, outcome: Outcome) -> None:
     outcome.done += 1
 
 
+def outbox_deliver_together(*, rows: list[OutboxMessage], outcome: Outcome) -> bool:
+    """Deliver claimed rows of one in-database target in ONE transaction: all
+    fenced and marked done, then delivered together (a batch enqueue). False,
+    with nothing changed, when any row's claim was lost or the target refused:
+    the caller then delivers them one by one (which finds the culprit)."""
+    adapter = adapter_for(rows[0].target_kind)
+    assert adapter.in_database
+    ids = [row.id for row in rows]
+    try:
+        with transaction.atomic():
+            fenced = OutboxMessage.objects.filter(
+                id__in=ids, state=OutboxState.CLAIMED, claim_token=rows[0].claim_token
+            ).update(state=OutboxState.DONE, done_at=clock.now(), last_error="", **_UNCLAIMED)
+            if fenced != len(rows):
+                raise LeaseLost()
+            adapter.deliver_many(rows)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:  # one by one instead: each row gets its own outcome
+        logger.debug("outbox batch of %d fell back to one by one", len(rows), exc_info=True)
+        return False
+    outcome.done += len(rows)
+    return True
+
+
+def _by_target(rows: list[OutboxMessage]) -> list[list[OutboxMessage]]:
+    """Runs of rows of one claim grouped by target, in claim order."""
+    groups: dict[tuple[str, object, str], list[OutboxMessage]] = {}
+    for row in rows:
+        groups.setdefault((row.target_kind, row.group_id, row.target_name), []).append(row)
+    return list(groups.values())
+
+
 def _failed(row: OutboxMessage, error: str, outcome: Outcome) -> None:
     state = outbox_retry_or_die(row=row, error=error)
     if state is OutboxState.DEAD:
@@ -209,16 +242,30 @@ class OutboxRelay(Runner):
     def tick(self) -> bool:
         n = self.batch if self.max_rows is None else min(self.batch, self.max_rows - self.handled)
         rows = outbox_claim(relay_id=self.relay_id, n=n, lease_seconds=self.lease_seconds)
-        for i, row in enumerate(rows):
-            if self.stopping.is_set():
-                outbox_release(rows=rows[i:])
-                break
-            outbox_deliver(row=row, outcome=self.outcome)
-            self.handled += 1
+        for same_target in _by_target(rows):
+            self._deliver(same_target)
         self._maybe_prune()
         if not rows and self.once:
             self.request_stop()
         return bool(rows)
+
+    def _deliver(self, rows: list[OutboxMessage]) -> None:
+        """Rows of one target: together when they live in this database, else
+        (or when together failed) one by one, releasing the rest on a stop."""
+        in_database = adapter_for(rows[0].target_kind).in_database
+        if (
+            in_database
+            and len(rows) > 1
+            and outbox_deliver_together(rows=rows, outcome=self.outcome)
+        ):
+            self.handled += len(rows)
+            return
+        for i, row in enumerate(rows):
+            if self.stopping.is_set():
+                outbox_release(rows=rows[i:])
+                return
+            outbox_deliver(row=row, outcome=self.outcome)
+            self.handled += 1
 
     def _maybe_prune(self) -> None:
         if time.monotonic() - self._pruned >= PRUNE_EVERY:

@@ -24,6 +24,7 @@ from django.core.exceptions import ValidationError
 
 from groupqueues import services as queues
 from groupqueues.models import COLLECTION_NAME_VALIDATOR
+from groupqueues.services.types import MAX_BATCH, NewMessage
 from principals import services as principals
 from principals.models import App, Group
 from queueproject import webhooks
@@ -107,6 +108,12 @@ class Adapter:
         """Deliver ``row`` (idempotent on ``row.id``); raise on failure."""
         raise NotImplementedError
 
+    def deliver_many(self, rows: list[OutboxMessage]) -> None:
+        """Deliver rows of one target together (all or nothing: the relay
+        runs it in one transaction and falls back to ``deliver`` per row)."""
+        for row in rows:
+            self.deliver(row)
+
 
 def _check_name(name: Any) -> None:
     try:
@@ -129,6 +136,16 @@ class QueueAdapter(Adapter):
         collection = queues.collection_resolve_from(group=row.group, name=row.target_name)
         queues.message_enqueue(collection=collection, payload=row.payload,
                                enqueued_by=ENQUEUED_BY, idempotency_key=str(row.id))  # fmt: skip
+
+    def deliver_many(self, rows: list[OutboxMessage]) -> None:
+        """One batch enqueue (one statement on PostgreSQL) for up to 500 rows."""
+        first = rows[0]
+        collection = queues.collection_resolve_from(group=first.group, name=first.target_name)
+        for start in range(0, len(rows), MAX_BATCH):
+            batch = [NewMessage(row.payload, idempotency_key=str(row.id))
+                     for row in rows[start : start + MAX_BATCH]]  # fmt: skip
+            queues.message_enqueue_batch(collection=collection, messages=batch,
+                                         enqueued_by=ENQUEUED_BY)  # fmt: skip
 
 
 def _optional_module(name: str) -> Any:

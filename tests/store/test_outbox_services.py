@@ -5,6 +5,8 @@ with backoff and jitter, and parks it dead after max attempts until redriven."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import transaction
 
@@ -17,8 +19,8 @@ from store import outbox, outbox_targets
 from store.exceptions import InvalidOutboxInput, OutboxNotInTransaction
 from store.models import OutboxMessage, OutboxState
 from store.outbox_relay import (
-    Outcome,
     OutboxRelay,
+    Outcome,
     outbox_claim,
     outbox_deliver,
     outbox_release,
@@ -41,7 +43,7 @@ def drive(relay: OutboxRelay) -> OutboxRelay:
     return relay
 
 
-def relay_once(**kwargs) -> OutboxRelay:
+def relay_once(**kwargs: Any) -> OutboxRelay:
     return drive(OutboxRelay(relay_id="test-relay", once=True, **kwargs))
 
 
@@ -52,7 +54,7 @@ def relay_once(**kwargs) -> OutboxRelay:
 def test_publish__outside_atomic_is_refused_clearly():
     group = GroupFactory(slug="shop")
     queues.collection_create(group=group, name="emails")
-    with pytest.raises(OutboxNotInTransaction, match="transaction.atomic"):
+    with pytest.raises(OutboxNotInTransaction, match=r"transaction\.atomic"):
         outbox.publish(outbox_targets.queue(group, "emails"), {"x": 1})
     assert not OutboxMessage.objects.exists()
 
