@@ -63,17 +63,21 @@ class OutboxAdmin(CapabilityAdmin):
 
     @admin.action(description="Redrive selected dead rows", permissions=["redrive"])
     def redrive(self, request: HttpRequest, queryset: Any) -> None:
-        by_group: dict[Group, list[Any]] = defaultdict(list)
+        """Dead rows of the groups the user may manage back to pending, each
+        recorded in the admin log; other groups' rows are refused."""
+        by_group: dict[Group, list[OutboxMessage]] = defaultdict(list)
         for row in queryset.filter(state="dead").select_related("group"):
-            by_group[row.group].append(row.id)
+            by_group[row.group].append(row)
         done = 0
-        for group, ids in by_group.items():
+        for group, rows in by_group.items():
             if not may(request, Capability.QUEUE_MANAGE, group):
                 messages.error(request, f"{group.slug}: you may not manage its outbox.")
                 continue
-            for start in range(0, len(ids), outbox.MAX_REDRIVE_IDS):
-                chunk = ids[start : start + outbox.MAX_REDRIVE_IDS]
-                done += outbox.outbox_redrive(group=group, ids=chunk)
+            for start in range(0, len(rows), outbox.MAX_REDRIVE_IDS):
+                chunk = rows[start : start + outbox.MAX_REDRIVE_IDS]
+                done += outbox.outbox_redrive(group=group, ids=[row.id for row in chunk])
+            for row in rows:
+                self.log_change(request, row, "Redriven")
         if done:
             messages.success(request, f"Redriven: {done} outbox row(s).")
         elif not by_group:
