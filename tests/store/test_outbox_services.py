@@ -287,3 +287,32 @@ def test_stream_and_channel_targets__refused_while_their_modules_are_absent(shop
         except ImportError:
             with transaction.atomic(), pytest.raises(InvalidOutboxInput, match=module):
                 outbox.publish(target, 1)
+
+
+# --- the Django-friendly pattern: publish from a post_save handler ----------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_post_save_handler__publishes_with_the_save_and_rolls_back_with_it():
+    from django.db.models.signals import post_save
+
+    group = GroupFactory(slug="shop")
+    queues.collection_create(group=group, name="emails")
+
+    def app_changed(sender: Any, instance: App, created: bool, **kwargs: Any) -> None:
+        outbox.publish("queue:shop/emails", {"app": instance.slug, "created": created})
+
+    post_save.connect(app_changed, sender=App)
+    try:
+        with transaction.atomic():
+            AppFactory(slug="kept", group=group)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            AppFactory(slug="rolled-back", group=group)
+            raise RuntimeError("later in the view")
+        with pytest.raises(OutboxNotInTransaction):
+            AppFactory(slug="autocommit", group=group)  # a save outside atomic() is refused
+    finally:
+        post_save.disconnect(app_changed, sender=App)
+    assert [r.payload for r in OutboxMessage.objects.all()] == [{"app": "kept", "created": True}]
+    assert relay_once().outcome.done == 1
+    assert Message.objects.get().payload == {"app": "kept", "created": True}
