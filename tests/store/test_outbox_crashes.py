@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 from django.db import transaction
+from django.db.models import F
 
 from groupqueues import services as queues
-from groupqueues.models import Message
-from principals.models import App
+from groupqueues.models import Collection, Message, new_message_ids
+from principals.models import App, Group
 from principals.services import app_set_webhook
-from queueproject import webhooks
+from queueproject import clock, webhooks
 from store import outbox, outbox_targets
 from store.models import OutboxMessage, OutboxState
 from store.outbox_relay import OutboxRelay
@@ -70,38 +71,68 @@ def _relays(n: int, start: int) -> dict[str, Started]:
     }  # fmt: skip
 
 
+def _publish_chunk(group: Group, n: int, start: int) -> list[str]:
+    """``n`` outbox rows as ``outbox.publish`` writes them, in one statement
+    (publish itself is tested elsewhere; here the relays are under test)."""
+    if n <= 0:
+        return []
+    now = clock.now()
+    made = [
+        OutboxMessage(id=id, group=group, target_kind="queue", target_name="emails",
+                      payload={"n": start + i}, max_attempts=10, deliver_after=now,
+                      created_at=now)
+        for i, id in enumerate(new_message_ids(n))
+    ]  # fmt: skip
+    OutboxMessage.objects.bulk_create(made)
+    return [str(row.id) for row in made]
+
+
 def _holding(running: dict[str, Started]) -> list[str]:
     """The running relays that hold claimed rows now, oldest first."""
     claimed = OutboxMessage.objects.filter(state=OutboxState.CLAIMED, claimed_by__in=running)
     return sorted(set(claimed.values_list("claimed_by", flat=True)), key=lambda r: int(r[1:]))
 
 
+def _kill_mid_batch(collection: Collection, running: dict[str, Started]) -> str | None:
+    """Hold the queue's collection row (the relays' batch enqueue locks it, as
+    the queue has a max_depth; on SQLite, the one write lock) so relays stall
+    inside their delivery transaction; SIGKILL one that holds claimed rows
+    then, and answer its id (None when none held any within a second)."""
+    with transaction.atomic():
+        Collection.objects.filter(pk=collection.pk).update(max_depth=F("max_depth"))
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            holders = _holding(running)
+            if holders:
+                victim = running.pop(holders[0])
+                victim.send_signal(signal.SIGKILL)
+                victim.proc.wait(timeout=10)
+                return holders[0]
+            time.sleep(0.05)
+    return None
+
+
 def run_sigkill_relays(*, rows: int, seconds: float, kill_every: float, relays: int = 3) -> None:
     """Publish ``rows`` rows in chunks over ``seconds`` while ``relays`` relays
-    deliver them; every ``kill_every`` seconds SIGKILL a relay that holds
-    claimed rows (mid-batch) and start a replacement. Then every outbox id is
+    deliver them; every ``kill_every`` seconds SIGKILL a relay in the middle of
+    delivering a claimed batch and start a replacement. Then every outbox id is
     in the queue exactly once."""
     group = GroupFactory(slug="shop")
-    queues.collection_create(group=group, name="emails")
+    collection = queues.collection_create(group=group, name="emails", max_depth=1_000_000)
     ids: set[str] = set()
     running, serial, kills = _relays(relays, 0), relays, 0
     chunk = max(1, int(rows / (seconds / PUBLISH_EVERY)))
     try:
         started = next_kill = time.monotonic()
         while len(ids) < rows or time.monotonic() < started + seconds:
-            with transaction.atomic():
-                for _ in range(min(chunk, rows - len(ids))):
-                    ids.add(str(outbox.publish("queue:shop/emails", {"n": len(ids)}).id))
+            ids.update(_publish_chunk(group, min(chunk, rows - len(ids)), len(ids)))
             time.sleep(PUBLISH_EVERY)
-            holders = _holding(running)
-            if time.monotonic() >= next_kill + kill_every and holders:
+            if time.monotonic() >= next_kill + kill_every:
                 next_kill = time.monotonic()
-                victim = running.pop(holders[0])
-                victim.send_signal(signal.SIGKILL)
-                victim.proc.wait(timeout=10)
-                kills += 1
-                running.update(_relays(1, serial))
-                serial += 1
+                if _kill_mid_batch(collection, running):
+                    kills += 1
+                    running.update(_relays(1, serial))
+                    serial += 1
         wait_for(lambda: not pending.exists(), timeout=120)
     finally:
         for relay in running.values():
