@@ -97,17 +97,23 @@ def encode(payload: Any) -> bytes:
 
 
 def post_signed(
-    url: str, secret: str | bytes, payload: Any, timeout: float = 10.0
+    url: str,
+    secret: str | bytes,
+    payload: Any,
+    timeout: float = 10.0,
+    headers: dict[str, str] | None = None,
 ) -> WebhookResult:
-    """POST ``payload`` as JSON to ``url`` with the signature headers. Never raises
-    for network trouble: the result says what happened."""
+    """POST ``payload`` as JSON to ``url`` with the signature headers (and any
+    extra ``headers``, e.g. the outbox's ``X-Outbox-Id``). Never raises for
+    network trouble: the result says what happened."""
     body = encode(payload)
     timestamp = int(clock.now().timestamp())
-    headers = {
+    signed = {
         "Content-Type": "application/json",
         TIMESTAMP_HEADER: str(timestamp),
         SIGNATURE_HEADER: sign(secret, body, timestamp),
     }
+    headers = {**(headers or {}), **signed}  # extra headers never replace the signed ones
     try:
         response = _client().post(url, content=body, headers=headers, timeout=timeout)
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:

@@ -102,3 +102,6 @@ class ScheduleAdmin(CapabilityAdmin):
     @admin.action(description="Run selected schedules now", permissions=["manage"])
     def run_now(self, request: HttpRequest, queryset: Any) -> None:
         self._act(request, queryset, "Ran now", lambda s: schedules.schedule_run_now(schedule=s))
+
+
+from store import outbox_admin  # noqa: E402, F401  (registers the outbox list)

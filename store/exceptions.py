@@ -180,3 +180,38 @@ class OffsetOutOfRange(StreamError, Conflict):
             f"Entries after offset {since} are gone; the first available offset is {first}.",
             details={"since": since, "first_available_offset": first, "head_offset": head},
         )
+
+
+# --- outbox -------------------------------------------------------------------
+
+
+class OutboxError(StoreError):
+    """The outbox operation could not be carried out."""
+
+
+class InvalidOutboxInput(OutboxError, InvalidInput):
+    """The request is not valid."""
+
+    @classmethod
+    def field(cls, name: str, problem: str) -> InvalidOutboxInput:
+        """An error about one field (``details`` maps it to its problems)."""
+        return cls(f"{name}: {problem}", details={name: [problem]})
+
+
+class OutboxNotInTransaction(OutboxError):
+    """outbox.publish() must be called inside the caller's transaction.atomic():
+    the outbox row must commit or roll back with the business write."""
+
+    code = "not_in_transaction"
+
+
+class OutboxMessageNotFound(OutboxError, NotFound):
+    """No such outbox message."""
+
+    code = "not_found"
+
+
+class OutboxDeliveryFailed(OutboxError):
+    """A target refused or could not take an outbox message (the relay retries)."""
+
+    code = "delivery_failed"

@@ -209,3 +209,100 @@ class StreamConsumer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic}:{self.name}"
+
+
+# --- the transactional outbox -------------------------------------------------
+
+OUTBOX_KEY_MAX = 200
+OUTBOX_MAX_ATTEMPTS_MAX = 1000
+
+
+class OutboxState(models.TextChoices):
+    PENDING = "pending"  # waiting for its (next) attempt
+    CLAIMED = "claimed"  # a relay holds it under a lease
+    DONE = "done"  # delivered
+    DEAD = "dead"  # out of attempts; redrive makes it pending again
+
+
+class OutboxTargetKind(models.TextChoices):
+    QUEUE = "queue"  # enqueue into a group queue (name resolved from the group's chain)
+    STREAM = "stream"  # append to a group's stream topic
+    CHANNEL = "channel"  # publish on a group's notify channel
+    WEBHOOK = "webhook"  # a signed POST to an app's webhook_url
+
+
+class OutboxQuerySet(models.QuerySet["OutboxMessage"]):
+    def claimable(self, now: object) -> OutboxQuerySet:
+        """Pending and due, or claimed under a lapsed lease (its relay died):
+        served by st_outbox_due and st_outbox_lease."""
+        return self.filter(
+            Q(state=OutboxState.PENDING, deliver_after__lte=now)
+            | Q(state=OutboxState.CLAIMED, lease_expires_at__lte=now)
+        )
+
+
+class OutboxMessage(models.Model):
+    """One message written by ``store.outbox.outbox_publish`` in the caller's own
+    transaction (so it exists if and only if that transaction committed), then
+    delivered to its target by a relay (``store.outbox_relay``). A relay's claim
+    stamps ``claim_token``, ``claimed_by`` and ``lease_expires_at`` and counts
+    the attempt; every later change is conditional on that token (a relay whose
+    lease was taken over cannot mark the row). ``group`` owns the row for
+    authorisation: the target's group (an app's group for webhooks)."""
+
+    id = models.UUIDField(primary_key=True)
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="outbox_messages")
+    target_kind = models.CharField(max_length=16, choices=OutboxTargetKind.choices)
+    target_name = models.CharField(max_length=64)
+    app = models.ForeignKey(
+        "principals.App", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="outbox_messages",
+    )  # fmt: skip
+    payload = models.JSONField(null=True, blank=True)
+    key = models.CharField(max_length=OUTBOX_KEY_MAX, null=True, blank=True)
+    state = models.CharField(max_length=16, choices=OutboxState.choices,
+                             default=OutboxState.PENDING)  # fmt: skip
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField()
+    deliver_after = models.DateTimeField()
+    claim_token = models.UUIDField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=128, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    done_at = models.DateTimeField(null=True, blank=True)
+    dead_at = models.DateTimeField(null=True, blank=True)
+
+    objects = OutboxQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "key"], name="st_outbox_unique_key", condition=Q(key__isnull=False)
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1, max_attempts__lte=OUTBOX_MAX_ATTEMPTS_MAX),
+                name="st_outbox_max_attempts_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(state="claimed", claim_token__isnull=False)
+                | ~Q(state="claimed") & Q(claim_token__isnull=True),
+                name="st_outbox_token_only_while_claimed",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["deliver_after", "created_at"],
+                name="st_outbox_due",
+                condition=Q(state="pending"),
+            ),
+            models.Index(
+                fields=["lease_expires_at"], name="st_outbox_lease", condition=Q(state="claimed")
+            ),
+            models.Index(fields=["group", "state", "created_at"], name="st_outbox_group_state"),
+            models.Index(fields=["done_at"], name="st_outbox_done", condition=Q(state="done")),
+        ]
+
+    def __str__(self) -> str:
+        return f"outbox {self.id} → {self.target_kind}:{self.target_name}"

@@ -40,3 +40,15 @@ urlpatterns += [
     path(SC + "reset/", stream_views.ResetView.as_view(), name="st-consumer-reset"),
     path(SC + "events/", stream_views.consumer_events, name="st-consumer-events"),
 ]
+
+# --- the outbox (issue 15) ------------------------------------------------------
+from store import outbox_views as ov  # noqa: E402
+
+OB = "groups/<api_segment:g>/outbox/"
+urlpatterns += [
+    path(OB, ov.OutboxListView.as_view(), name="st-outbox"),
+    path(OB + "stats/", ov.OutboxStatsView.as_view(), name="st-outbox-stats"),
+    path(OB + "redrive/", ov.OutboxRedriveView.as_view(), name="st-outbox-redrive"),
+    path(OB + "purge/", ov.OutboxPurgeView.as_view(), name="st-outbox-purge"),
+    path(OB + "<api_id:id>/", ov.OutboxMessageView.as_view(), name="st-outbox-message"),
+]

@@ -73,6 +73,7 @@ class Worker(Runner):
         self.timed_out = False
         self.maintenance: Any = None
         self.scheduler: Any = None
+        self.outbox_relay: Any = None
         self._leader_threads: list[threading.Thread] = []  # maintenance, scheduler
         self._lanes = lanes
         set_process_fields(worker=options.worker_id)  # every JSON log line names it
@@ -92,6 +93,7 @@ class Worker(Runner):
         if self.options.maintenance:
             self._start_maintenance()
             self._start_scheduler()
+            self._start_outbox_relay()
         super().run()
 
     # --- threads --------------------------------------------------------------
@@ -133,6 +135,16 @@ class Worker(Runner):
             self._start_thread(self.scheduler.run_in_thread, "gq-scheduler")
         )
 
+    def _start_outbox_relay(self) -> None:
+        from store.outbox_conf import outbox_settings  # late: the store app sits above the queues
+        from store.outbox_relay import OutboxRelay
+
+        if outbox_settings().relay_in_worker:
+            self.outbox_relay = OutboxRelay(relay_id=self.options.worker_id)
+            self._leader_threads.append(
+                self._start_thread(self.outbox_relay.run_in_thread, "gq-outbox-relay")
+            )
+
     def _reload(self) -> None:
         """Start lanes for new consumers and stop lanes whose consumer went away."""
         lanes = {lane.key: lane for lane in self.lane_source()}
@@ -171,7 +183,8 @@ class Worker(Runner):
         if self.timed_out:
             logger.warning("grace period of %.0fs over; handlers still running", self.options.grace)
         self.acker.finish(max(1.0, deadline - time.monotonic()))
-        leaders = [loop for loop in (self.maintenance, self.scheduler) if loop is not None]
+        leaders = [loop for loop in (self.maintenance, self.scheduler, self.outbox_relay)
+                   if loop is not None]  # fmt: skip
         for loop in leaders:
             loop.request_stop()
         for thread in self._leader_threads:
