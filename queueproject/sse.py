@@ -51,7 +51,7 @@ import functools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -60,6 +60,9 @@ from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings as dj
 from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
 
 from queueproject import notify
 from queueproject.conf import product_settings
@@ -420,3 +423,41 @@ def streaming_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:
 
 def _max_stream_seconds() -> float:
     return float(getattr(dj, "SSE_MAX_STREAM_SECONDS", MAX_STREAM_SECONDS))
+
+
+class JSONOnly(BaseContentNegotiation):
+    """Errors (and the long-poll) are JSON whatever ``Accept`` says: an
+    EventSource asks for text/event-stream and must still read the envelope."""
+
+    def select_parser(self, request: Request, parsers: Any) -> Any:
+        return parsers[0] if parsers else None
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type
+
+
+def routed_as(view: Callable[..., Any], view_class: type[Any]) -> None:
+    """Let an async function view (a waiting endpoint) pass for its DRF class
+    view's route: drf-spectacular documents it from ``cls``/``initkwargs``, and
+    Django's resolver and the routing checks read ``view_class``."""
+    view.cls = view_class  # type: ignore[attr-defined]
+    view.initkwargs = {}  # type: ignore[attr-defined]
+    view.view_class = view_class  # type: ignore[attr-defined]
+
+
+# One Server-Sent Event as the OpenAPI schema of a text/event-stream response
+# (what clients and the whole-API fuzz read each event against): its fields,
+# ``data`` being the JSON text of the item (the endpoint's description says
+# which), ``id`` the resume cursor, ``event`` set only on a terminal event.
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "data": {"type": "string", "description": "the item as JSON text"},
+        "event": {"type": "string"},
+        "id": {"type": "string", "description": "resume with Last-Event-ID"},
+        "retry": {"type": "integer", "minimum": 0},
+    },
+}

@@ -17,18 +17,16 @@ by ``Last-Event-ID``), anything else the JSON long-poll.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -154,20 +152,6 @@ class Planned(HttpResponse):
         self.plan = plan
 
 
-class _JSONOnly(BaseContentNegotiation):
-    """Errors (and the long-poll) are JSON whatever ``Accept`` says: an
-    EventSource asks for text/event-stream and must still read the envelope."""
-
-    def select_parser(self, request: Request, parsers: Any) -> Any:
-        return parsers[0] if parsers else None
-
-    def select_renderer(
-        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
-    ) -> tuple[BaseRenderer, str]:
-        renderer = next(iter(renderers))
-        return renderer, renderer.media_type
-
-
 EVENTS_DESCRIPTION = (
     "With `Accept: text/event-stream`: Server-Sent Events, one event per notification "
     "(`id:` its id, `data:` the notification as JSON), `: keep-alive` comments when idle; "
@@ -183,14 +167,14 @@ class ChannelEventsView(APIView):
     """The sync first step of the events endpoint (see the module docstring)."""
 
     renderer_classes = [JSONRenderer]
-    content_negotiation_class = _JSONOnly
+    content_negotiation_class = sse.JSONOnly
 
     @extend_schema(
         tags=[TAG], summary="Listen: Server-Sent Events, or a JSON long-poll (read)",
         description=EVENTS_DESCRIPTION, parameters=[s.EventsQuerySerializer],
         responses={
             (200, "application/json"): s.LongPollSerializer,
-            (200, sse.CONTENT_TYPE): OpenApiResponse(OpenApiTypes.STR, description="SSE"),
+            (200, sse.CONTENT_TYPE): OpenApiResponse(sse.EVENT_SCHEMA, description="SSE"),
             **RESPONSES,
         },
     )  # fmt: skip
@@ -257,6 +241,4 @@ async def channel_events(request: HttpRequest, g: str, c: str) -> HttpResponseBa
     return JsonResponse(s.LongPollSerializer({"notifications": notes, "last_event_id": last}).data)
 
 
-# drf-spectacular documents DRF views: it reads the route's view class here.
-channel_events.cls = ChannelEventsView  # type: ignore[attr-defined]
-channel_events.initkwargs = {}  # type: ignore[attr-defined]
+sse.routed_as(channel_events, ChannelEventsView)

@@ -47,7 +47,7 @@ from queueproject import clock, notify, sse
 from queueproject.conf import product_settings
 from queueproject.exceptions import PayloadTooLarge
 from store.exceptions import ChannelExists, ChannelNotFound, InvalidChannelInput
-from store.models import Channel, Notification
+from store.models import Channel, Notification, channel_wake_name
 
 IDEMPOTENCY_KEY_MAX = 200
 READ_LIMIT = 100  # notifications per fetch of a listener
@@ -82,7 +82,7 @@ def prune_interval() -> float:
 
 def wake_name(channel: Channel | int) -> str:
     """The wake-up channel of a notify channel (``queueproject.notify``)."""
-    return notify.channel("chan", channel.pk if isinstance(channel, Channel) else channel)
+    return channel_wake_name(channel.pk if isinstance(channel, Channel) else channel)
 
 
 # ------------------------------------------------------------------ reads

@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from groupqueues.models import COLLECTION_NAME_VALIDATOR
 from principals.models import Group
+from queueproject import notify
 
 CATCH_UP_MAX = 1000
 
@@ -62,6 +63,18 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group.slug}/{self.name}"
+
+
+def channel_wake_name(channel_id: int) -> str:
+    """The wake-up channel (``queueproject.notify``) of notify channel
+    ``channel_id``: what a publish NOTIFYs and its listeners wait on."""
+    return notify.channel("chan", channel_id)
+
+
+def topic_wake_name(topic_id: int) -> str:
+    """The wake-up channel (``queueproject.notify``) of stream topic
+    ``topic_id``: what an append NOTIFYs and its readers wait on."""
+    return notify.channel("stream", topic_id)
 
 
 class Channel(models.Model):

@@ -9,14 +9,10 @@ key, so a relay killed at any point never delivers a row twice (exactly once).
 The webhook adapter calls out over HTTP, outside any transaction: at least
 once, with the outbox id in the ``X-Outbox-Id`` header for the receiver's
 de-duplication.
-
-Streams and channels (``store.streams``, ``store.channels``) are imported when
-a row is validated or delivered, so this module loads without them.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,6 +24,7 @@ from groupqueues.services.types import MAX_BATCH, NewMessage
 from principals import services as principals
 from principals.models import App, Group
 from queueproject import webhooks
+from store import channels, streams
 from store.exceptions import InvalidOutboxInput, OutboxDeliveryFailed
 from store.models import OutboxMessage, OutboxTargetKind
 
@@ -148,30 +145,19 @@ class QueueAdapter(Adapter):
                                          enqueued_by=ENQUEUED_BY)  # fmt: skip
 
 
-def _optional_module(name: str) -> Any:
-    """``store.streams`` / ``store.channels``, or a clear refusal while absent."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        raise InvalidOutboxInput.field("target", f"{name} is not installed.") from None
-
-
 class StreamAdapter(Adapter):
     kind = OutboxTargetKind.STREAM
     in_database = True
 
     def validate(self, target: Target) -> None:
         _check_name(target.name)
-        _optional_module("store.streams")
 
     def deliver(self, row: OutboxMessage) -> None:
-        streams = _optional_module("store.streams")
-        # Wiring point for store.streams: append(*, topic, entries).
-        topic: Any = row.target_name
-        if hasattr(streams, "topic_get"):
-            topic = streams.topic_get(group=row.group, name=row.target_name)
-        streams.append(topic=topic, entries=[{"payload": row.payload,
-                                              "idempotency_key": str(row.id)}])  # fmt: skip
+        """Append with the outbox id as the entry's idempotency key (a second
+        delivery answers the same offset and appends nothing)."""
+        topic = streams.topic_get(group=row.group, name=row.target_name)
+        entry = streams.StreamEntryIn(row.payload, idempotency_key=str(row.id))
+        streams.stream_append(topic=topic, entries=[entry], appended_by=ENQUEUED_BY)
 
 
 class ChannelAdapter(Adapter):
@@ -180,15 +166,11 @@ class ChannelAdapter(Adapter):
 
     def validate(self, target: Target) -> None:
         _check_name(target.name)
-        _optional_module("store.channels")
 
     def deliver(self, row: OutboxMessage) -> None:
-        channels = _optional_module("store.channels")
-        # Wiring point for store.channels: publish(*, channel, payload, idempotency_key).
-        ch: Any = row.target_name
-        if hasattr(channels, "channel_get"):
-            ch = channels.channel_get(group=row.group, name=row.target_name)
-        channels.publish(channel=ch, payload=row.payload, idempotency_key=str(row.id))
+        """Publish with the outbox id as the idempotency key."""
+        channel = channels.channel_get(group=row.group, name=row.target_name)
+        channels.publish(channel=channel, payload=row.payload, idempotency_key=str(row.id))
 
 
 class WebhookAdapter(Adapter):

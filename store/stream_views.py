@@ -17,7 +17,6 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -40,7 +39,6 @@ from queueproject.pagination import Pagination
 from queueproject.schema import ERROR_RESPONSES, error
 from store import stream_serializers as s
 from store import streams
-from store.channel_views import _JSONOnly as JSONOnly  # errors stay JSON for EventSource
 from store.exceptions import InvalidStreamInput, OffsetOutOfRange
 from store.models import StreamEntry, Topic
 
@@ -307,13 +305,13 @@ class ConsumerEventsView(APIView):
     """The sync first step of the subscribe endpoint (see above)."""
 
     renderer_classes = [JSONRenderer]
-    content_negotiation_class = JSONOnly
+    content_negotiation_class = sse.JSONOnly
 
     @extend_schema(
         tags=[TAG], summary="Subscribe from the saved offset: Server-Sent Events (read)",
         description=EVENTS_DESCRIPTION, parameters=[s.EventsQuerySerializer],
         responses={
-            (200, sse.CONTENT_TYPE): OpenApiResponse(OpenApiTypes.STR, description="SSE"),
+            (200, sse.CONTENT_TYPE): OpenApiResponse(sse.EVENT_SCHEMA, description="SSE"),
             **RESPONSES, **OUT_OF_RANGE,
         },
     )  # fmt: skip
@@ -387,6 +385,4 @@ async def consumer_events(request: HttpRequest, g: str, t: str, consumer: str) -
     return sse.streaming_response(_until_gone(events))
 
 
-# drf-spectacular documents DRF views: it reads the route's view class here.
-consumer_events.cls = ConsumerEventsView  # type: ignore[attr-defined]
-consumer_events.initkwargs = {}  # type: ignore[attr-defined]
+sse.routed_as(consumer_events, ConsumerEventsView)

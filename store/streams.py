@@ -55,7 +55,7 @@ from store.exceptions import (
     TopicExists,
     TopicNotFound,
 )
-from store.models import STREAM_KEY_MAX, StreamConsumer, StreamEntry, Topic
+from store.models import STREAM_KEY_MAX, StreamConsumer, StreamEntry, Topic, topic_wake_name
 
 APPEND_MAX = 500  # entries per append
 READ_MAX = 1000  # entries per read
@@ -110,7 +110,7 @@ class StreamPage:
 
 def wake_channel(topic: Topic) -> str:
     """The wake-up channel of a topic's appends (``queueproject.notify``)."""
-    return notify.channel("stream", topic.pk)
+    return topic_wake_name(topic.pk)
 
 
 # ------------------------------------------------------------------ topics
@@ -192,7 +192,7 @@ def stream_append(
                                                     appended_by=appended_by)]  # fmt: skip
 
 
-append = stream_append  # the name the outbox delivers through (store.streams.append)
+append = stream_append  # the short public name (docs/streams.md, the README)
 
 
 def stream_append_results(

@@ -28,6 +28,7 @@ def test_notify_channel_names__are_built_in_the_models_only():
     assert _files_matching(r"notify\.channel\(") == {
         "groupqueues/models.py",
         "sessionqueues/models.py",
+        "store/models.py",
     }
 
 

@@ -15,9 +15,9 @@ from groupqueues.exceptions import CollectionNotFound
 from groupqueues.models import Message
 from principals.models import App
 from queueproject import clock
-from store import outbox, outbox_targets
+from store import channels, outbox, outbox_targets, streams
 from store.exceptions import InvalidOutboxInput, OutboxNotInTransaction
-from store.models import OutboxMessage, OutboxState
+from store.models import Notification, OutboxMessage, OutboxState, StreamEntry
 from store.outbox_relay import (
     OutboxRelay,
     Outcome,
@@ -260,33 +260,36 @@ def test_redrive__needs_ids_or_all(shop):
     assert outbox.outbox_redrive(group=shop, all=True) == 0
 
 
-# --- streams and channels: wired at merge (store.streams, store.channels) ----------
+# --- streams and channels: delivered exactly once (the outbox id as the key) ---
 
 
-def test_stream_target__appends_with_the_outbox_id(shop):
-    streams = pytest.importorskip("store.streams")
+def test_stream_target__appends_once_with_the_outbox_id(shop):
+    topic = streams.topic_create(group=shop, name="orders")
     with transaction.atomic():
         row = outbox.publish(outbox_targets.stream(shop, "orders"), {"n": 1})
     assert relay_once().outcome.done == 1
-    assert streams is not None and row.target_kind == "stream"
+    (entry,) = StreamEntry.objects.filter(topic=topic)
+    assert (entry.payload, entry.idempotency_key) == ({"n": 1}, str(row.id))
+    # A relay that delivered and died before marking done delivers again: no second entry.
+    outbox_targets.StreamAdapter().deliver(OutboxMessage.objects.get(pk=row.pk))
+    assert StreamEntry.objects.filter(topic=topic).count() == 1
 
 
-def test_channel_target__publishes_with_the_outbox_id(shop):
-    channels = pytest.importorskip("store.channels")
+def test_channel_target__publishes_once_with_the_outbox_id(shop):
+    channel = channels.channel_create(group=shop, name="orders")
     with transaction.atomic():
         row = outbox.publish(outbox_targets.channel(shop, "orders"), {"n": 1})
     assert relay_once().outcome.done == 1
-    assert channels is not None and row.target_kind == "channel"
+    outbox_targets.ChannelAdapter().deliver(OutboxMessage.objects.get(pk=row.pk))
+    (note,) = Notification.objects.filter(channel=channel)
+    assert note.payload == {"n": 1}
 
 
-def test_stream_and_channel_targets__refused_while_their_modules_are_absent(shop):
-    for module, target in (("store.streams", outbox_targets.stream(shop, "t")),
-                           ("store.channels", outbox_targets.channel(shop, "c"))):  # fmt: skip
-        try:
-            __import__(module)
-        except ImportError:
-            with transaction.atomic(), pytest.raises(InvalidOutboxInput, match=module):
-                outbox.publish(target, 1)
+def test_stream_target__missing_topic_retries_then_dies(shop):
+    with transaction.atomic():
+        outbox.publish(outbox_targets.stream(shop, "no-such-topic"), {"n": 1}, max_attempts=1)
+    relay_once()
+    assert OutboxMessage.objects.get().state == OutboxState.DEAD
 
 
 # --- the Django-friendly pattern: publish from a post_save handler ----------------
