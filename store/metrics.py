@@ -1,19 +1,19 @@
-"""The store-primitive families of ``/metrics`` (docs/observability.md).
-
-Schedules now; the outbox (pending / dead) and streams (consumer lag) add
-their collectors here, or in a ``metrics`` module of their own app, with one
-``@collectors.register`` function each.
+"""The store-primitive families of ``/metrics`` (docs/observability.md):
+schedule lateness, outbox rows waiting or dead, stream consumer lag. Each is
+read from an index or a small table: delivered (``done``) outbox rows, which
+retention may keep by the hundred thousand, are never counted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.db.models import Count, F
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from queueproject import clock
 from queueproject.metrics import collectors
-from store.models import Schedule
+from store.models import OutboxMessage, OutboxState, Schedule, StreamConsumer
 
 
 @collectors.register("store.schedules")
@@ -31,3 +31,42 @@ def collect_schedules() -> Iterator[Metric]:
         overdue = (now - next_at).total_seconds() if next_at is not None else 0.0
         late.add_metric([group, name], max(0.0, overdue))
     yield late
+
+
+OUTBOX_STATES = (OutboxState.PENDING, OutboxState.CLAIMED, OutboxState.DEAD)
+
+
+@collectors.register("store.outbox")
+def collect_outbox() -> Iterator[Metric]:
+    """Outbox rows not yet delivered, per group and state (pending, claimed,
+    dead; st_outbox_group_state)."""
+    rows = GaugeMetricFamily(
+        "store_outbox_messages",
+        "Outbox rows waiting for the relay (pending, claimed) or given up (dead), per group.",
+        labels=["group", "state"],
+    )
+    counts = (
+        OutboxMessage.objects.filter(state__in=OUTBOX_STATES)
+        .values_list("group__slug", "state")
+        .annotate(n=Count("pk"))
+        .order_by("group__slug", "state")
+    )
+    for group, state, n in counts:
+        rows.add_metric([group, state], n)
+    yield rows
+
+
+@collectors.register("store.streams")
+def collect_stream_lag() -> Iterator[Metric]:
+    """Each stream consumer's lag: its topic's head offset minus its committed
+    offset (the consumers table; no entry is read)."""
+    lag = GaugeMetricFamily(
+        "store_stream_consumer_lag",
+        "Entries a stream consumer has not committed yet (head offset - committed offset).",
+        labels=["group", "topic", "consumer"],
+    )
+    consumers = StreamConsumer.objects.annotate(lag=F("topic__head_offset") - F("committed_offset"))
+    rows = consumers.values_list("topic__group__slug", "topic__name", "name", "lag")
+    for group, topic, name, behind in rows.order_by("topic__group__slug", "topic__name", "name"):
+        lag.add_metric([group, topic, name], max(0, behind))
+    yield lag

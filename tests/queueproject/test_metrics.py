@@ -162,6 +162,36 @@ def test_metrics__schedule_lateness():
     assert 90 <= late < 120
 
 
+def test_metrics__outbox_rows_by_state_and_stream_consumer_lag():
+    from django.db import transaction
+
+    from store import outbox, outbox_targets, streams
+    from store.models import OutboxMessage, OutboxState
+
+    group = GroupFactory(slug="store-metrics")
+    services.collection_create(group=group, name="jobs")
+    with transaction.atomic():
+        for i in range(3):
+            outbox.publish(outbox_targets.queue(group, "jobs"), {"n": i})
+    OutboxMessage.objects.filter(pk=OutboxMessage.objects.order_by("pk")[0].pk).update(
+        state=OutboxState.DEAD
+    )
+    done = OutboxMessage.objects.order_by("pk")[1]
+    OutboxMessage.objects.filter(pk=done.pk).update(state=OutboxState.DONE, done_at=clock.now())
+    topic = streams.topic_create(group=group, name="orders")
+    streams.append(topic=topic, entries=[streams.StreamEntryIn(i) for i in range(5)])
+    streams.consumer_commit(topic=topic, name="billing", offset=2)
+    samples = scrape()
+    assert value(samples, "store_outbox_messages", group="store-metrics", state="pending") == 1
+    assert value(samples, "store_outbox_messages", group="store-metrics", state="dead") == 1
+    assert not any(  # delivered rows are never counted
+        name == "store_outbox_messages" and ("state", "done") in labels for name, labels in samples
+    )
+    lag = value(samples, "store_stream_consumer_lag", group="store-metrics", topic="orders",
+                consumer="billing")  # fmt: skip
+    assert lag == 3
+
+
 # ------------------------------------------------------------------ access
 
 
