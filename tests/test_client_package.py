@@ -3,6 +3,7 @@ asks for httpx only (nothing of Django or of the project)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,9 +13,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_client_wheel_builds_with_httpx_as_its_only_dependency(tmp_path: Path) -> None:
+    # Built from a copy: a build leaves build/ and *.egg-info beside the sources.
+    source = tmp_path / "src"
+    shutil.copytree(
+        ROOT / "clients/python", source, ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path), str(ROOT / "clients/python")],
+         "-w", str(tmp_path), str(source)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     (wheel,) = tmp_path.glob("durable_queues_client-*.whl")
