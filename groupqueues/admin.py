@@ -158,9 +158,7 @@ class CollectionAdmin(CapabilityAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
         qs = super().get_queryset(request).filter(kind=CollectionKind.QUEUE)
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     # permissions: managing needs QUEUE_MANAGE; collections are never deleted here
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -417,15 +415,11 @@ class MessageAdmin(CapabilityAdmin):
 
     def visible_collections(self, request: HttpRequest) -> QuerySet[Collection]:
         qs = Collection.objects.queues()
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         qs = super().get_queryset(request).order_by("-seq")
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -76,9 +76,7 @@ class TriggerAdmin(CapabilityAdmin):
 
     def get_queryset(self, request: HttpRequest) -> Any:
         qs = super().get_queryset(request).select_related("group")
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     def save_model(self, request: HttpRequest, obj: Trigger, form: Any, change: bool) -> None:
         data = {k: form.cleaned_data[k] for k in TRIGGER_FIELDS if k in form.cleaned_data}

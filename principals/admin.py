@@ -7,11 +7,12 @@ subtree, admins manage its memberships, apps and app tokens.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
@@ -36,6 +37,9 @@ def manageable_groups(request: HttpRequest) -> list[Group]:
     ]
 
 
+_QS = TypeVar("_QS", bound=QuerySet[Any])
+
+
 class CapabilityAdmin(admin.ModelAdmin):
     """Permissions from capabilities instead of Django model permissions.
 
@@ -48,6 +52,17 @@ class CapabilityAdmin(admin.ModelAdmin):
 
     def group_of(self, obj: Any) -> Group:
         raise NotImplementedError
+
+    @staticmethod
+    def readable(request: HttpRequest, qs: _QS, field: str = "group") -> _QS:
+        """``qs`` narrowed to rows whose ``field`` is a group the admin user can
+        read (all of them for a superuser): the one row scoping of every
+        capability admin's list."""
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(
+            **{f"{field}__in": [g.pk for g in readable_groups(admin_principal(request))]}
+        )
 
     def _may(self, request: HttpRequest, capability: Capability, obj: Any) -> bool:
         if not request.user.is_active or not request.user.is_staff:
@@ -200,9 +215,7 @@ class AppAdmin(CapabilityAdmin):
 
     def get_queryset(self, request: HttpRequest) -> Any:
         qs = super().get_queryset(request).select_related("group")
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "group" and not request.user.is_superuser:

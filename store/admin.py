@@ -17,8 +17,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html_join
 
 from groupqueues.admin import GroupFilter, may
-from principals.admin import CapabilityAdmin, admin_principal
-from principals.authz import Capability, readable_groups
+from principals.admin import CapabilityAdmin
+from principals.authz import Capability
 from principals.models import Group
 from store import (
     channel_admin,  # noqa: F401  (registers the notify channel pages)
@@ -46,9 +46,7 @@ class ScheduleAdmin(CapabilityAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         qs = super().get_queryset(request)
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -14,8 +14,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from groupqueues.admin import GroupFilter, may
-from principals.admin import CapabilityAdmin, admin_principal
-from principals.authz import Capability, readable_groups
+from principals.admin import CapabilityAdmin
+from principals.authz import Capability
 from principals.models import Group
 from store import outbox
 from store.models import OutboxMessage
@@ -38,9 +38,7 @@ class OutboxAdmin(CapabilityAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OutboxMessage]:
         qs = super().get_queryset(request)
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

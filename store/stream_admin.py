@@ -73,9 +73,7 @@ class TopicAdmin(ReadOnly):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Topic]:
         qs: QuerySet[Topic] = super().get_queryset(request)
         qs = qs.annotate(n_consumers=Count("consumers"))
-        if request.user.is_superuser:
-            return qs
-        return qs.filter(group__in=[g.pk for g in readable_groups(admin_principal(request))])
+        return self.readable(request, qs)
 
     @admin.display(description="first offset")
     def first_offset(self, obj: Topic) -> int:
