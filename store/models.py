@@ -255,7 +255,7 @@ class OutboxQuerySet(models.QuerySet["OutboxMessage"]):
 
 
 class OutboxMessage(models.Model):
-    """One message written by ``store.outbox.outbox_publish`` in the caller's own
+    """One message written by ``store.outbox.publish`` in the caller's own
     transaction (so it exists if and only if that transaction committed), then
     delivered to its target by a relay (``store.outbox_relay``). A relay's claim
     stamps ``claim_token``, ``claimed_by`` and ``lease_expires_at`` and counts

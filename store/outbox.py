@@ -45,21 +45,6 @@ def publish(
     delay_seconds: float | None = None,
     using: str = "default",
 ) -> OutboxMessage:
-    """``outbox_publish`` with the target and payload first: the call a
-    Django view or signal handler makes inside its ``transaction.atomic()``."""
-    return outbox_publish(target=target, payload=payload, key=key, max_attempts=max_attempts,
-                          delay_seconds=delay_seconds, using=using)  # fmt: skip
-
-
-def outbox_publish(
-    *,
-    target: Target | str,
-    payload: Any,
-    key: str | None = None,
-    max_attempts: int | None = None,
-    delay_seconds: float | None = None,
-    using: str = "default",
-) -> OutboxMessage:
     """Write one outbox row for ``target`` (a ``store.outbox_targets`` Target or
     its text form, e.g. ``"queue:shop/emails"``) in the caller's transaction on
     ``using``; the relay delivers it once that transaction has committed.
