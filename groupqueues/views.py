@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.http import HttpResponse
 from django.utils.decorators import method_decorator
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -48,6 +49,7 @@ from principals.authz import Capability, Principal, can_see_queues
 from principals.exceptions import AppNotFound, GroupNotFound
 from principals.models import Group
 from principals.permissions import require
+from queueproject import sse
 from queueproject.api import validated
 from queueproject.pagination import Pagination
 from queueproject.schema import ERROR_RESPONSES, error
@@ -247,14 +249,29 @@ class ClaimView(APIView):
         tags=[TAG], summary="Claim up to max_messages messages (long poll with wait_seconds)",
         request=s.ClaimSerializer, responses={200: s.ClaimedSerializer, **ERROR_RESPONSES},
     )  # fmt: skip
-    def post(self, request: Request, g: str, q: str) -> Response:
+    def post(self, request: Request, g: str, q: str) -> HttpResponse:
+        """Claims now; with ``wait_seconds`` and nothing claimable, the
+        waiting is done by ``claim`` below, on the event loop."""
         _, collection = queue_for(request, Capability.QUEUE_CONSUME, g, q)
         data = validated(s.ClaimSerializer, request.data)
-        claimed = services.message_claim_waiting(
-            collection=collection, worker_id=data["worker_id"], n=data["max_messages"],
-            visibility_timeout=data.get("visibility_timeout"), wait_seconds=data["wait_seconds"],
-        )  # fmt: skip
-        return Response(s.ClaimedSerializer.of(claimed))
+
+        def attempt(cursor: None = None) -> tuple[list[services.ClaimedMessage], None]:
+            return services.message_claim(
+                collection=collection, worker_id=data["worker_id"], n=data["max_messages"],
+                visibility_timeout=data.get("visibility_timeout"),
+            ), None  # fmt: skip
+
+        claimed, _ = attempt()
+        if claimed or data["wait_seconds"] <= 0 or data["max_messages"] <= 0:
+            return Response(s.ClaimedSerializer.of(claimed))
+        return sse.Planned(sse.Wait(
+            fetch=attempt, start=lambda: None, wake=collection.wake_channel,
+            timeout=data["wait_seconds"],
+            respond=lambda found, _: s.ClaimedSerializer.of(list(found)),
+        ))  # fmt: skip
+
+
+claim = sse.waiting_view(ClaimView)
 
 
 @QUEUE_ROUTE

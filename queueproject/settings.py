@@ -47,7 +47,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, API docs) also with DEBUG off, from the one process.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "queueproject.static_files.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -41,6 +41,8 @@ API (stable; other features build on it):
 -> AsyncIterator[bytes]``
 ``long_poll(*, fetch, start, wake, timeout, share=None) -> (items, cursor)``
 ``streaming_response(stream) -> StreamingHttpResponse``
+``Wait(...)``, ``Planned(wait)``, ``waiting_view(view_class)``: a JSON endpoint
+that long-polls (see "waiting endpoints" below)
 """
 
 from __future__ import annotations
@@ -59,13 +61,17 @@ from typing import Any, ParamSpec, TypeVar
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings as dj
 from django.db import connections
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.renderers import BaseRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from queueproject import notify
 from queueproject.conf import product_settings
+from queueproject.exceptions import DomainError, api_exception_handler
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -411,6 +417,92 @@ async def long_poll(
             if fetched.items or remaining <= 0:
                 return fetched.items, cursor
             await wake.wait(remaining)
+
+
+# --- waiting endpoints (JSON long-polls) --------------------------------------------
+#
+# A long-poll (a claim with ``wait_seconds``, a stream read with ``wait_seconds``)
+# is a DRF view like any other for its first step: authentication, throttling,
+# authorisation, parsing and a first try, on a thread as usual. When that try
+# finds nothing and the client asked to wait, the view returns ``Planned(Wait(…))``
+# instead of a response, and :func:`waiting_view` (the async view its route
+# names) waits on the event loop: no thread and no database connection are
+# held while nothing happens, however many clients wait.
+
+
+@dataclass(frozen=True)
+class Wait:
+    """How to wait: ``fetch``/``start``/``share`` as :func:`long_poll` takes them,
+    the wake-up channel ``wake`` (None: poll), ``timeout`` seconds, and
+    ``respond(items, cursor)``: the JSON body, from what the wait found (maybe
+    nothing) and the last cursor. ``fetch`` and ``respond`` run off the loop
+    and may raise domain errors (answered in the envelope)."""
+
+    fetch: Fetch[Any, Any]
+    start: Callable[[], Any]
+    wake: str | None
+    timeout: float
+    respond: Callable[[Sequence[Any], Any], Any]
+    share: Hashable | None = None
+
+
+class Planned(HttpResponse):
+    """What a waiting endpoint's DRF view returns to say "wait" (never sent)."""
+
+    def __init__(self, wait: Wait) -> None:
+        super().__init__(status=200)
+        self.wait = wait
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
+    """``body`` rendered as the API renders JSON (DRF's JSONRenderer)."""
+    return HttpResponse(JSONRenderer().render(body), status=status, headers=headers,
+                        content_type="application/json")  # fmt: skip
+
+
+def _error(exc: Exception) -> HttpResponseBase:
+    """A domain error raised while waiting, in the envelope (the one handler)."""
+    response = api_exception_handler(exc, {})
+    if response is None:
+        raise exc
+    return _rendered_response(response)
+
+
+def _rendered_response(response: Response) -> HttpResponseBase:
+    return _json(response.data, response.status_code, dict(response.items()))
+
+
+def waiting_view(view_class: type[Any]) -> Callable[..., Any]:
+    """The async view for the route of the DRF view ``view_class`` whose
+    handlers may return ``Planned``: it runs the DRF view off the loop, passes
+    any other response through, and serves a ``Planned`` by waiting. Every
+    method of the route goes through it (the others are answered by the DRF
+    view as usual); the schema is ``view_class``'s (:func:`routed_as`)."""
+    sync_view = view_class.as_view()
+
+    def plan(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+        response: HttpResponseBase = sync_view(request, **kwargs)
+        if not isinstance(response, Planned) and hasattr(response, "render"):
+            response.render()
+        return response
+
+    @csrf_exempt  # DRF's authentication enforces CSRF for session logins itself
+    async def view(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+        response = await run_sync(plan, request, **kwargs)
+        if not isinstance(response, Planned):
+            return response
+        wait = response.wait
+        try:
+            items, cursor = await long_poll(
+                fetch=wait.fetch, start=wait.start, wake=Wakeup(wait.wake),
+                timeout=wait.timeout, share=wait.share,
+            )  # fmt: skip
+            return _json(await run_sync(wait.respond, items, cursor))
+        except DomainError as exc:  # e.g. retention passed the offset meanwhile
+            return await run_sync(_error, exc)
+
+    routed_as(view, view_class)
+    return view
 
 
 def streaming_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:

@@ -134,12 +134,11 @@ class EntriesView(APIView):
         parameters=[s.ReadQuerySerializer],
         responses={200: s.PageSerializer, **RESPONSES, **OUT_OF_RANGE},
     )  # fmt: skip
-    def get(self, request: Request, g: str, t: str) -> Response:
+    def get(self, request: Request, g: str, t: str) -> HttpResponse:
         topic = topic_for(request, Capability.QUEUE_READ, g, t)
         query = validated(s.ReadQuerySerializer, request.query_params.dict())
-        page = streams.stream_wait(topic=topic, since=query["since"], limit=query["limit"],
-                                   wait_seconds=query["wait_seconds"])  # fmt: skip
-        return Response(s.page_body(page))
+        page = streams.stream_read(topic=topic, since=query["since"], limit=query["limit"])
+        return read_or_wait(topic, page, query["limit"], query["wait_seconds"])
 
     @extend_schema(
         tags=[TAG], summary=f"Append one entry or a batch of up to {streams.APPEND_MAX}",
@@ -218,12 +217,31 @@ class ConsumerEntriesView(APIView):
         parameters=[s.ConsumerReadQuerySerializer],
         responses={200: s.PageSerializer, **RESPONSES, **OUT_OF_RANGE},
     )  # fmt: skip
-    def get(self, request: Request, g: str, t: str, consumer: str) -> Response:
+    def get(self, request: Request, g: str, t: str, consumer: str) -> HttpResponse:
         topic = topic_for(request, Capability.QUEUE_READ, g, t)
         query = validated(s.ConsumerReadQuerySerializer, request.query_params.dict())
-        page = streams.consumer_read(topic=topic, name=consumer, limit=query["limit"],
-                                     wait_seconds=query["wait_seconds"])  # fmt: skip
+        page = streams.consumer_read(topic=topic, name=consumer, limit=query["limit"])
+        return read_or_wait(topic, page, query["limit"], query["wait_seconds"])
+
+
+def read_or_wait(
+    topic: Topic, page: streams.StreamPage, limit: int, wait_seconds: float
+) -> HttpResponse:
+    """``page``; when it is empty and the client asked to wait, the plan of a
+    long poll (served by ``sse.waiting_view``, woken by appends) whose answer
+    is the first page read after ``page.since`` that has entries, or the empty
+    one at the deadline."""
+    if page.entries or wait_seconds <= 0:
         return Response(s.page_body(page))
+
+    def read(_: Any = None) -> tuple[list[streams.StreamPage], streams.StreamPage]:
+        again = streams.stream_read(topic=topic, since=page.since, limit=limit)
+        return ([again] if again.entries else []), again
+
+    return sse.Planned(sse.Wait(
+        fetch=read, start=lambda: page, wake=streams.wake_channel(topic), timeout=wait_seconds,
+        respond=lambda _, last: s.page_body(last),
+    ))  # fmt: skip
 
 
 @CONSUMER_ROUTE
@@ -386,3 +404,5 @@ async def consumer_events(request: HttpRequest, g: str, t: str, consumer: str) -
 
 
 sse.routed_as(consumer_events, ConsumerEventsView)
+entries = sse.waiting_view(EntriesView)
+consumer_entries = sse.waiting_view(ConsumerEntriesView)
