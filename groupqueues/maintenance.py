@@ -64,10 +64,10 @@ def maintenance_pass() -> MaintenanceReport:
     exhausted = services.messages_drop_exhausted()
     created, deleted = consumers_sync()
     services.collections_refresh_claim_floors()  # last: after the reclaims above
-    services.dead_counts_refresh_if_due()  # the /metrics dead gauges
     tally.flush()  # this process's counts (nothing pending: no statement)
     written = history.collection_samples_record()  # at most one per QUEUE_SAMPLE_INTERVAL
     pruned = history.collection_samples_prune() if written else 0
+    services.dead_counts_refresh_if_due()  # the /metrics dead gauges (a sample just did it)
     return MaintenanceReport(
         reclaimed, sweep.expired, sweep.pruned, exhausted, created, deleted, written, pruned
     )

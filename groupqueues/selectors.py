@@ -145,12 +145,16 @@ def collections_of(*, group: Group) -> list[Collection]:
     return list(Collection.objects.filter(group=group, kind=CollectionKind.QUEUE).order_by("name"))
 
 
-def collections_stats(*, collections: list[Collection]) -> dict[int, QueueStats]:
+def collections_stats(
+    *, collections: list[Collection], dead: dict[int, int] | None = None
+) -> dict[int, QueueStats]:
     """The SPEC §4 stats of collections (by pk) in three queries, one per state
     (ready, claimed, dead; each served by that state's partial index), whatever
     their number. ``oldest_pending_age_seconds`` is measured from the oldest
     pending message's ready time (its enqueue time unless it was delayed or
-    retried)."""
+    retried). ``dead``: the dead counts per pk when the caller has them (the
+    maintenance snapshot, ``services.dead_counts_refresh``), instead of the
+    third query."""
     now = clock.now()
     messages = Message.objects.filter(collection_id__in=[c.pk for c in collections])
     pending = Q(deliver_after__lte=now) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
@@ -162,10 +166,11 @@ def collections_stats(*, collections: list[Collection]) -> dict[int, QueueStats]
     # COUNT(*), not of a column: the claimed and dead indexes hold no seq, and
     # counting one would send every row to the table instead of index-only.
     claimed = _by_collection(messages.claimed(), collections, n=Count("*"))
-    dead = _by_collection(messages.dead(), collections, n=Count("*"))
+    if dead is None:
+        counted = _by_collection(messages.dead(), collections, n=Count("*"))
+        dead = {pk: row["n"] for pk, row in counted.items()}
     return {
-        c.pk: _stats(ready.get(c.pk), claimed.get(c.pk, {}).get("n", 0),
-                     dead.get(c.pk, {}).get("n", 0), now)
+        c.pk: _stats(ready.get(c.pk), claimed.get(c.pk, {}).get("n", 0), dead.get(c.pk, 0), now)
         for c in collections
     }  # fmt: skip
 

@@ -17,10 +17,11 @@ from queueproject.conf import product_settings
 _last_refresh: float | None = None  # time.monotonic() of this process's last refresh
 
 
-def dead_counts_refresh() -> int:
+def dead_counts_refresh() -> dict[int, int]:
     """Recount the dead messages per collection and reason (one grouped
     count, served by the gq_msg_dead partial index) and replace the snapshot
-    in one transaction. Returns how many rows the snapshot has."""
+    in one transaction. Returns the dead messages per collection pk (those
+    with none left out): the history samples take theirs from here."""
     global _last_refresh
     rows = (
         Message.objects.dead()
@@ -42,7 +43,10 @@ def dead_counts_refresh() -> int:
         DeadCount.objects.all().delete()
         DeadCount.objects.bulk_create(snapshot)
     _last_refresh = time.monotonic()
-    return len(snapshot)
+    per_collection: dict[int, int] = {}
+    for row in snapshot:
+        per_collection[row.collection_id] = per_collection.get(row.collection_id, 0) + row.count
+    return per_collection
 
 
 def dead_counts_refresh_if_due(every: float | None = None) -> bool:

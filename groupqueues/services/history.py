@@ -2,7 +2,9 @@
 per collection per ``QUEUE_SAMPLE_INTERVAL`` (default 60 s), written by the
 maintenance pass, pruned after ``QUEUE_SAMPLE_RETENTION`` (default 7 days).
 Depths come from the index-backed stats (``selectors.collections_stats``:
-three queries whatever the number of collections); throughput is the
+two queries whatever the number of collections), the dead counts from the
+snapshot behind the ``/metrics`` dead gauges, refreshed here (so the dead
+history is counted once per interval, not once for each); throughput is the
 difference of the collection's tally (``groupqueues.tally``) since its
 previous sample."""
 
@@ -16,6 +18,7 @@ from django.db.models import Max
 
 from groupqueues import selectors, tally
 from groupqueues.models import Collection, CollectionSample, CollectionTally
+from groupqueues.services.dead_counts import dead_counts_refresh
 from queueproject import clock
 
 DEFAULT_SAMPLE_INTERVAL = 60.0  # seconds
@@ -46,7 +49,8 @@ def collection_samples_record(*, now: datetime | None = None, force: bool = Fals
     collections = list(Collection.objects.queues())
     if not collections:
         return 0
-    stats = selectors.collections_stats(collections=collections)
+    dead = dead_counts_refresh()
+    stats = selectors.collections_stats(collections=collections, dead=dead)
     totals = {
         t.collection_id: (t.enqueued, t.acked)
         for t in CollectionTally.objects.filter(collection__in=collections)

@@ -98,3 +98,24 @@ def test_tally__a_deleted_collection_is_skipped(queue):
     tally.count(queue.pk + 1000, enqueued=1)
     assert tally.flush() == 1
     assert not CollectionTally.objects.exists()
+
+
+def test_sample__counts_the_dead_history_once_per_pass(queue, frozen):
+    """The sample's dead counts come from the /metrics dead snapshot, which the
+    sampling pass refreshes: one count of the dead rows, not one for each."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from groupqueues.services import dead_counts as dead_counts_module
+
+    enqueue(queue)
+    (m,) = claim(queue, 1)
+    services.message_fail(collection=queue, id=m.id, claim_token=m.claim_token, error="x")
+    clock.advance(61)
+    dead_counts_module._last_refresh = None  # the gauges' refresh is due as well
+    with CaptureQueriesContext(connection) as ctx:
+        assert maintenance_pass().samples_written == 1
+    dead_counts = [q["sql"] for q in ctx.captured_queries
+                   if "COUNT(" in q["sql"].upper() and "'dead'" in q["sql"]]  # fmt: skip
+    assert len(dead_counts) == 1, dead_counts
+    assert samples(queue)[-1].dead == 1
