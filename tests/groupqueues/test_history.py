@@ -115,7 +115,7 @@ def test_sample__counts_the_dead_history_once_per_pass(queue, frozen):
     dead_counts_module._last_refresh = None  # the gauges' refresh is due as well
     with CaptureQueriesContext(connection) as ctx:
         assert maintenance_pass().samples_written == 1
-    dead_counts = [q["sql"] for q in ctx.captured_queries
-                   if "COUNT(" in q["sql"].upper() and "'dead'" in q["sql"]]  # fmt: skip
+    statements = [q["sql"] or "" for q in ctx.captured_queries]
+    dead_counts = [sql for sql in statements if "COUNT(" in sql.upper() and "'dead'" in sql]
     assert len(dead_counts) == 1, dead_counts
     assert samples(queue)[-1].dead == 1
