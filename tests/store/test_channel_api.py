@@ -34,16 +34,6 @@ def channel(tree):
     return channels.channel_create(group=tree["child"], name="news")
 
 
-@pytest.fixture
-def admin(tree):
-    return user_client(tree["child"], ADMIN)
-
-
-@pytest.fixture
-def editor(tree):
-    return user_client(tree["child"], EDITOR)
-
-
 def publish(client, group, payload, **extra):
     return client.post(url(group, rest="messages/"), {"payload": payload, **extra}, format="json")
 

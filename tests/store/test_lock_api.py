@@ -28,11 +28,6 @@ def url(group, name="report", rest=""):
     return f"/api/groups/{group.slug}/locks/{name}/{rest}"
 
 
-@pytest.fixture
-def editor(tree):
-    return user_client(tree["child"], EDITOR)
-
-
 def put(client, group, body=TAKE, name="report"):
     return client.put(url(group, name), body, format="json")
 

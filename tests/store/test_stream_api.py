@@ -14,7 +14,6 @@ from store.models import StreamConsumer
 from store.streams import StreamEntryIn
 from tests.groupqueues.api_helpers import (
     ADMIN,
-    EDITOR,
     VIEWER,
     app_client,
     assert_error,
@@ -31,16 +30,6 @@ def url(group, rest="", topic="events"):
 @pytest.fixture
 def topic(tree):
     return streams.topic_create(group=tree["child"], name="events")
-
-
-@pytest.fixture
-def editor(tree):
-    return user_client(tree["child"], EDITOR)
-
-
-@pytest.fixture
-def admin(tree):
-    return user_client(tree["child"], ADMIN)
 
 
 def fill(topic, n):
