@@ -1,6 +1,6 @@
 """Long-polls under the production command (uvicorn, ASGI): a claim with
-``wait_seconds`` and a stream read with ``wait_seconds`` wait on the event
-loop (``queueproject.sse.waiting_view``), so fifty clients waiting at once
+``wait_seconds``, a stream read with ``wait_seconds`` (``sse.waiting_view``)
+and a channel's JSON long-poll wait on the event loop, so fifty clients waiting at once
 cost the server neither fifty threads nor fifty database connections, and
 each is answered as soon as its wake-up comes: every enqueued message goes to
 exactly one waiting claimer."""
@@ -126,3 +126,29 @@ def test_a_waiting_claim_answers_errors_in_the_envelope(
     with httpx.Client(base_url=asgi_server.url) as anonymous:
         refused = anonymous.post(queue + "claim/", json={"worker_id": "w", "wait_seconds": 5})
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "not_authenticated"
+
+
+def test_waiting_channel_long_polls_hold_no_thread_each(
+    world: World, asgi_server: AsgiServer
+) -> None:
+    name = f"wait-{uuid.uuid4().hex[:8]}"
+    path = f"/api/groups/{world.group}/channels/{name}/"
+    with asgi_server.client(world.admin_token) as http:
+        assert http.post(f"/api/groups/{world.group}/channels/", json={"name": name}).is_success
+    started: list[float] = []
+
+    def listen(_: int) -> list[dict]:
+        with asgi_server.client(world.editor_token) as http:
+            started.append(time.monotonic())
+            response = http.get(path + "events/", params={"after": 0, "timeout": 15})
+            assert response.status_code == 200, response.text
+            return response.json()["notifications"]
+
+    with ThreadPoolExecutor(WAITERS) as pool:
+        futures = [pool.submit(listen, i) for i in range(WAITERS)]
+        peak = wait_until_waiting(asgi_server, started, WAITERS)
+        with world.client(world.editor_token) as http:
+            assert http.post(path + "messages/", json={"payload": "x"}).status_code == 201
+        heard = [f.result(timeout=30) for f in futures]
+    assert peak <= THREADS_MAX, f"{peak} server threads with {WAITERS} listeners waiting"
+    assert [[n["payload"] for n in notes] for notes in heard] == [["x"]] * WAITERS
