@@ -41,8 +41,9 @@ API (stable; other features build on it):
 -> AsyncIterator[bytes]``
 ``long_poll(*, fetch, start, wake, timeout, share=None) -> (items, cursor)``
 ``streaming_response(stream) -> StreamingHttpResponse``
-``Wait(...)``, ``Planned(wait)``, ``waiting_view(view_class)``: a JSON endpoint
-that long-polls (see "waiting endpoints" below)
+``Planned(plan)``, ``planner(view_class)``: the sync first step of a waiting
+endpoint; ``Wait(...)``, ``waiting_view(view_class)``: a JSON endpoint that
+long-polls (see "waiting endpoints" below)
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
-from rest_framework.response import Response
 
 from queueproject import notify
 from queueproject.conf import product_settings
@@ -447,11 +447,29 @@ class Wait:
 
 
 class Planned(HttpResponse):
-    """What a waiting endpoint's DRF view returns to say "wait" (never sent)."""
+    """What a waiting endpoint's DRF view returns instead of a response when
+    the async part of the endpoint is to serve it (never sent as such):
+    ``plan`` says how (a :class:`Wait`, or an endpoint's own plan)."""
 
-    def __init__(self, wait: Wait) -> None:
+    def __init__(self, plan: Any) -> None:
         super().__init__(status=200)
-        self.wait = wait
+        self.plan = plan
+
+
+def planner(view_class: type[Any]) -> Callable[..., HttpResponseBase]:
+    """The first, sync step of a waiting endpoint: run the DRF view
+    ``view_class`` (authentication, throttling, authorisation, parsing) and
+    answer its response rendered, or its ``Planned``. Call it with
+    :func:`run_sync`."""
+    sync_view = view_class.as_view()
+
+    def plan(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+        response: HttpResponseBase = sync_view(request, **kwargs)
+        if not isinstance(response, Planned) and hasattr(response, "render"):
+            response.render()
+        return response
+
+    return plan
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
@@ -465,11 +483,8 @@ def _error(exc: Exception) -> HttpResponseBase:
     response = api_exception_handler(exc, {})
     if response is None:
         raise exc
-    return _rendered_response(response)
-
-
-def _rendered_response(response: Response) -> HttpResponseBase:
-    return _json(response.data, response.status_code, dict(response.items()))
+    headers = {k: v for k, v in response.items() if k.lower() != "content-type"}
+    return _json(response.data, response.status_code, headers)
 
 
 def waiting_view(view_class: type[Any]) -> Callable[..., Any]:
@@ -478,20 +493,14 @@ def waiting_view(view_class: type[Any]) -> Callable[..., Any]:
     any other response through, and serves a ``Planned`` by waiting. Every
     method of the route goes through it (the others are answered by the DRF
     view as usual); the schema is ``view_class``'s (:func:`routed_as`)."""
-    sync_view = view_class.as_view()
-
-    def plan(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
-        response: HttpResponseBase = sync_view(request, **kwargs)
-        if not isinstance(response, Planned) and hasattr(response, "render"):
-            response.render()
-        return response
+    plan = planner(view_class)
 
     @csrf_exempt  # DRF's authentication enforces CSRF for session logins itself
     async def view(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
         response = await run_sync(plan, request, **kwargs)
         if not isinstance(response, Planned):
             return response
-        wait = response.wait
+        wait: Wait = response.plan
         try:
             items, cursor = await long_poll(
                 fetch=wait.fetch, start=wait.start, wake=Wakeup(wait.wake),

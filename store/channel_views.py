@@ -144,14 +144,6 @@ class EventsPlan:
     stream: bool  # SSE (else the JSON long-poll)
 
 
-class Planned(HttpResponse):
-    """The sync part's answer when the request is allowed: the plan, no body."""
-
-    def __init__(self, plan: EventsPlan) -> None:
-        super().__init__(status=200)
-        self.plan = plan
-
-
 EVENTS_DESCRIPTION = (
     "With `Accept: text/event-stream`: Server-Sent Events, one event per notification "
     "(`id:` its id, `data:` the notification as JSON), `: keep-alive` comments when idle; "
@@ -187,17 +179,10 @@ class ChannelEventsView(APIView):
             raise InvalidChannelInput.field("Last-Event-ID", str(exc)) from None
         stream = sse.CONTENT_TYPE in request.headers.get("Accept", "")
         resume = header if header is not None else data.get("last_event_id", data.get("after"))
-        return Planned(EventsPlan(channel.pk, resume, data.get("timeout"), stream))
+        return sse.Planned(EventsPlan(channel.pk, resume, data.get("timeout"), stream))
 
 
-_plan_view = ChannelEventsView.as_view()
-
-
-def _plan(request: HttpRequest, g: str, c: str) -> HttpResponse:
-    response = _plan_view(request, g=g, c=c)
-    if not isinstance(response, Planned) and hasattr(response, "render"):
-        response.render()
-    return response
+_plan = sse.planner(ChannelEventsView)
 
 
 def _fetch(channel_id: int) -> sse.Fetch[int, Notification]:
@@ -221,10 +206,10 @@ def _render(note: Notification) -> bytes:
 @csrf_exempt
 async def channel_events(request: HttpRequest, g: str, c: str) -> HttpResponseBase:
     """``GET …/channels/{c}/events/``: plan (sync, off the loop), then wait (async)."""
-    response = await sse.run_sync(_plan, request, g, c)
-    if not isinstance(response, Planned):
+    response = await sse.run_sync(_plan, request, g=g, c=c)
+    if not isinstance(response, sse.Planned):
         return response
-    plan = response.plan
+    plan: EventsPlan = response.plan
     wake = sse.Wakeup(channels.wake_name(plan.channel_id))
     if plan.stream:
         events = sse.event_stream(

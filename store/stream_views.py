@@ -295,12 +295,6 @@ class EventsPlan:
     timeout: float | None
 
 
-class Planned(HttpResponse):
-    def __init__(self, plan: EventsPlan) -> None:
-        super().__init__(status=200)
-        self.plan = plan
-
-
 @dataclass(frozen=True)
 class Gone:
     """The fetch found its range pruned: the stream's last event."""
@@ -344,17 +338,10 @@ class ConsumerEventsView(APIView):
         if since is None:
             since = streams.consumer_position(topic=topic, name=consumer)
         streams.stream_read(topic=topic, since=since, limit=1)  # 409 before streaming
-        return Planned(EventsPlan(topic, since, query.get("timeout")))
+        return sse.Planned(EventsPlan(topic, since, query.get("timeout")))
 
 
-_plan_view = ConsumerEventsView.as_view()
-
-
-def _plan(request: HttpRequest, g: str, t: str, consumer: str) -> HttpResponse:
-    response = _plan_view(request, g=g, t=t, consumer=consumer)
-    if not isinstance(response, Planned) and hasattr(response, "render"):
-        response.render()
-    return response
+_plan = sse.planner(ConsumerEventsView)
 
 
 def _fetch(topic: Topic) -> sse.Fetch[int, StreamEntry | Gone]:
@@ -390,10 +377,10 @@ async def _until_gone(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 @csrf_exempt
 async def consumer_events(request: HttpRequest, g: str, t: str, consumer: str) -> HttpResponseBase:
     """``GET …/consumers/{consumer}/events/``: plan (sync, off the loop), then stream."""
-    response = await sse.run_sync(_plan, request, g, t, consumer)
-    if not isinstance(response, Planned):
+    response = await sse.run_sync(_plan, request, g=g, t=t, consumer=consumer)
+    if not isinstance(response, sse.Planned):
         return response
-    plan = response.plan
+    plan: EventsPlan = response.plan
     events = sse.event_stream(
         fetch=_fetch(plan.topic), start=lambda: plan.since,
         wake=sse.Wakeup(streams.wake_channel(plan.topic)), render=_render,

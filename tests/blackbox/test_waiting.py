@@ -152,3 +152,17 @@ def test_waiting_channel_long_polls_hold_no_thread_each(
         heard = [f.result(timeout=30) for f in futures]
     assert peak <= THREADS_MAX, f"{peak} server threads with {WAITERS} listeners waiting"
     assert [[n["payload"] for n in notes] for notes in heard] == [["x"]] * WAITERS
+
+
+def test_a_read_waiting_when_its_topic_is_deleted_answers_404_in_the_envelope(
+    world: World, asgi_server: AsgiServer
+) -> None:
+    topic = f"wait-{uuid.uuid4().hex[:8]}"
+    world.server.manage("stream_create", world.group, topic)
+    path = f"/api/groups/{world.group}/topics/{topic}/"
+    with ThreadPoolExecutor(1) as pool, asgi_server.client(world.editor_token) as http:
+        waiting = pool.submit(http.get, path + "entries/", params={"wait_seconds": 15})
+        time.sleep(1.0)  # it found nothing and waits
+        with world.client(world.admin_token) as admin:
+            assert admin.delete(path).status_code == 204
+        assert_error(waiting.result(timeout=30), 404, "topic_not_found")
