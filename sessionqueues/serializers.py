@@ -325,6 +325,7 @@ class PendingMoveInSerializer(StrictSerializer):
 MAX_POSITION = 500_000_000  # half of positions.PARK_OFFSET: moves never collide
 MAX_COUNT_TASKS = 100
 MAX_REPLACE_ENTRIES = 1000
+MAX_GENERATION = 2**63 - 1  # a BigIntegerField
 
 
 class EntrySnapshotSerializer(serializers.Serializer):
@@ -385,8 +386,8 @@ class PendingCountsSerializer(serializers.Serializer):
 class GenerationsInSerializer(StrictSerializer):
     """The generations the caller read; any that moved answers 409 queue_changed."""
 
-    task = StrictIntegerField(min_value=0, required=False)
-    session = StrictIntegerField(min_value=0, required=False)
+    task = StrictIntegerField(min_value=0, max_value=MAX_GENERATION, required=False)
+    session = StrictIntegerField(min_value=0, max_value=MAX_GENERATION, required=False)
 
 
 class _EntryIn(StrictSerializer):
@@ -407,7 +408,9 @@ class _EntryIn(StrictSerializer):
 
 class RequeueSerializer(_EntryIn):
     durable = StrictBooleanField(required=False, default=False)
-    lifecycle_generation = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    lifecycle_generation = StrictIntegerField(
+        min_value=0, max_value=MAX_GENERATION, required=False, allow_null=True
+    )
     generations = GenerationsInSerializer(required=False)
 
 
@@ -435,7 +438,9 @@ class ReplaceSerializer(StrictSerializer):
 class LifecycleSerializer(_EntryIn):
     coalesce_key = StrictCharField(max_length=200, help_text="Required: what a retry replaces.")
     generation = StrictIntegerField(
-        min_value=0, help_text="The task's lifecycle generation the entry belongs to."
+        min_value=0,
+        max_value=MAX_GENERATION,
+        help_text="The task's lifecycle generation the entry belongs to.",
     )
     allow_insert = StrictBooleanField(
         required=False, default=True, help_text="False: only replace an existing entry."
