@@ -245,3 +245,13 @@ QUEUE_WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS = env.int(
     "QUEUE_WORKER_IDLE_IN_TRANSACTION_TIMEOUT_MS", default=60_000
 )
 QUEUE_WORKER_STATEMENT_TIMEOUT_MS = env.int("QUEUE_WORKER_STATEMENT_TIMEOUT_MS", default=300_000)
+
+# Session queues' blocked heads (issue 20; types and defaults in sessionqueues/conf.py):
+# a session whose agent has not been ready this long with entries waiting, and a
+# reservation held this long, are listed as blocked (seconds).
+SESSIONQUEUES_BLOCKED_NOT_READY_SECONDS = env.float(
+    "SESSIONQUEUES_BLOCKED_NOT_READY_SECONDS", default=1800.0
+)
+SESSIONQUEUES_RESERVATION_DEADLINE_SECONDS = env.float(
+    "SESSIONQUEUES_RESERVATION_DEADLINE_SECONDS", default=300.0
+)

@@ -12,16 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.http import HttpRequest
-from django.urls import reverse
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from principals.admin import CapabilityAdmin, admin_principal
 from principals.authz import Capability, has_capability, readable_groups
 from principals.models import App, Group
+from sessionqueues import admin_blocked, services
 from sessionqueues import exceptions as err
-from sessionqueues import services
-from sessionqueues.models import QueuedMessage, Session, Task
+from sessionqueues.models import AuditRecord, QueuedMessage, Session, Task
 
 
 class ReadOnlyMixin:
@@ -166,6 +167,16 @@ class SessionAdmin(SessionQueueAdmin):
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("task__app__group")
 
+    def get_urls(self) -> list[Any]:
+        """The blocked-heads page (``admin_blocked``), then the admin's own."""
+        blocked = self.admin_site.admin_view(self.blocked)
+        return [path("blocked/", blocked, name="sessionqueues_blocked"), *super().get_urls()]
+
+    def blocked(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return admin_blocked.blocked_view(self, request)
+
     @admin.display(description="entries")
     def entry_count(self, obj: Session) -> int:
         return obj.messages.visible().count()
@@ -262,3 +273,22 @@ class QueuedMessageAdmin(SessionQueueAdmin):
             return f"Deleted entry {row.pk} at position {row.position}."
 
         self.apply(request, queryset, Capability.SESSION_EDIT, delete)
+
+
+@admin.register(AuditRecord)
+class AuditRecordAdmin(SessionQueueAdmin):
+    """Who did what to which blocked head, when, and how (read-only)."""
+
+    list_display = ["at", "actor", "via", "action", "session_id", "entry_id", "note"]
+    list_filter = ["action", "via"]
+    search_fields = ["actor", "session_id", "note"]
+    readonly_fields = [
+        "at", "actor", "via", "action", "app", "task_id", "session_id", "entry_id",
+        "note", "details",
+    ]  # fmt: skip
+
+    def app_of(self, obj: AuditRecord) -> App:
+        return obj.app
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("app__group")

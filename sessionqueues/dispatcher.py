@@ -188,6 +188,8 @@ class Dispatcher(Runner):
             self._ready_again(session)
         self._retry_at.pop(session.pk, None)
         self._failures.pop(session.pk, None)
+        # Unconditionally: a failure may have been recorded by an earlier process.
+        services.delivery_failure_clear(session_id=session.pk)  # blocked-heads view
         self.stats.delivered += 1
         logger.info("delivered entry=%s session=%s", row.pk, session.pk)
 
@@ -209,6 +211,11 @@ class Dispatcher(Runner):
         if not isinstance(exc, DeliveryUncertain):
             self._ready_again(session)  # the agent did not take it: still ready
         self._back_off(session)
+        services.delivery_failure_record(  # what the blocked-heads view shows
+            session_id=session.pk,
+            error=f"{type(exc).__name__}: {exc}",
+            retry_in=self._retry_at[session.pk] - time.monotonic(),
+        )
         outcome = "released" if released else "dropped"
         logger.warning("failed entry=%s session=%s %s: %s", row.pk, session.pk, outcome, exc)
 

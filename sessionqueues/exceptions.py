@@ -1,6 +1,6 @@
 """Errors of the session queues (codes match SPEC §4)."""
 
-from queueproject.exceptions import Conflict, DomainError, InvalidInput, NotFound
+from queueproject.exceptions import AlreadyExists, Conflict, DomainError, InvalidInput, NotFound
 
 
 class SessionQueueError(DomainError):
@@ -63,6 +63,10 @@ class AutoRunPaused(SessionQueueConflict):
     """Auto-run is paused for this session."""
 
     code = "auto_run_paused"
+
+
+class EntryExists(SessionQueueError, AlreadyExists):
+    """An entry with that id is stored in another session."""
 
 
 class SessionQueueNotFound(SessionQueueError, NotFound):

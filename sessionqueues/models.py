@@ -78,6 +78,10 @@ class Session(models.Model):
     generation = models.BigIntegerField(default=0)
     agent_ready = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When auto_run / agent_ready last changed (null: not since the session was
+    # created): how long a head has been held back (the blocked-heads view).
+    auto_run_changed_at = models.DateTimeField(null=True, blank=True)
+    agent_ready_changed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at"]
@@ -91,6 +95,20 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return str(self.pk)
+
+    def set_auto_run(self, enabled: bool, at: datetime) -> list[str]:
+        """Set the auto-run policy, stamping the time when it changes; returns
+        the fields to save."""
+        if self.auto_run != enabled:
+            self.auto_run, self.auto_run_changed_at = enabled, at
+        return ["auto_run", "auto_run_changed_at"]
+
+    def set_agent_ready(self, ready: bool, at: datetime) -> list[str]:
+        """Set the agent's readiness, stamping the time when it changes; returns
+        the fields to save."""
+        if self.agent_ready != ready:
+            self.agent_ready, self.agent_ready_changed_at = ready, at
+        return ["agent_ready", "agent_ready_changed_at"]
 
     @property
     def auto_merge_enabled(self) -> bool:
@@ -207,3 +225,67 @@ class SendNowClaim(models.Model):
 
     def __str__(self) -> str:
         return f"send-now {self.pk}"
+
+
+class DeliveryFailure(models.Model):
+    """The current run of failed deliveries of a session: written by the
+    dispatcher when a delivery fails (``failures`` in a row, when the next try
+    is due) and deleted by its next successful delivery. What the blocked-heads
+    view reads as "the last delivery failed and the dispatcher is backing off"."""
+
+    session = models.OneToOneField(
+        Session, primary_key=True, on_delete=models.CASCADE, related_name="delivery_failure"
+    )
+    failures = models.PositiveIntegerField(default=1)
+    first_failed_at = models.DateTimeField()
+    last_failed_at = models.DateTimeField()
+    retry_at = models.DateTimeField()
+    last_error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.failures} failed deliveries to {self.session_id}"
+
+
+class AuditAction(models.TextChoices):
+    RELEASE_RESERVATION = "release_reservation", "release a stuck reservation"
+    SKIP_HEAD = "skip_head", "skip the head"
+    RESUME_AUTO_RUN = "resume_auto_run", "resume auto-run"
+
+
+class AuditVia(models.TextChoices):
+    REST = "rest", "REST API"
+    ADMIN = "admin", "admin"
+    COMMAND = "command", "management command"
+
+
+class AuditRecord(models.Model):
+    """Who did what to which session, when, and through which door: one row per
+    operator action on a blocked head, written in the action's transaction (a
+    record exists exactly when the action happened). ``actor`` is a principal
+    label (``user:<id>``, ``app:<slug>``) or ``cli:<login>`` for commands.
+    Session, task and entry are plain ids so the record outlives them."""
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    via = models.CharField(max_length=16, choices=AuditVia.choices)
+    action = models.CharField(max_length=32, choices=AuditAction.choices)
+    # Indexed by sq_audit_app_at (app first), so no index of its own.
+    app = models.ForeignKey(
+        App, on_delete=models.CASCADE, related_name="session_audit", db_index=False
+    )
+    task_id = models.UUIDField()
+    session_id = models.UUIDField()
+    entry_id = models.UUIDField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    details = models.JSONField(default=_empty_dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes: ClassVar = [
+            models.Index(fields=["session_id", "at"], name="sq_audit_session_at"),
+            models.Index(fields=["app", "at"], name="sq_audit_app_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.session_id}"

@@ -79,3 +79,13 @@ def renumber(session: Session, ordered: Sequence[QueuedMessage]) -> None:
     for index, row in enumerate(ordered, start=1):
         row.position = index
     QueuedMessage.objects.bulk_update(list(ordered), ["position"])
+
+
+def swap(session: Session, first: QueuedMessage, second: QueuedMessage) -> None:
+    """Exchange the positions of two rows of the session (three statements:
+    park one, move the other, bring the first down)."""
+    a, b = first.position, second.position
+    rows(session).filter(pk=first.pk).update(position=a + PARK_OFFSET)
+    rows(session).filter(pk=second.pk).update(position=a)
+    rows(session).filter(pk=first.pk).update(position=b)
+    first.position, second.position = b, a

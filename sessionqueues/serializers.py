@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from groupqueues.serializers import AwareDateTimeField  # the one strict date-time field
 from principals.models import App
 from queueproject.serializers import (
     StrictBooleanField,
@@ -14,7 +15,8 @@ from queueproject.serializers import (
     StrictSerializer,
     StrictUUIDField,
 )
-from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
+from sessionqueues.models import AuditRecord, PendingMove, QueuedMessage, Session, Task
+from sessionqueues.selectors import BlockedReason
 from sessionqueues.services import MAX_ATTACHMENTS, SENDER_TASK_KEY
 
 MAX_CONTENT = 100_000
@@ -316,3 +318,211 @@ class PendingMoveInSerializer(StrictSerializer):
     workflow_id = StrictCharField(max_length=200, required=False, allow_blank=True)
     workflow_step_id = StrictCharField(max_length=200, required=False, allow_blank=True)
     actor = StrictCharField(max_length=200, required=False, allow_blank=True)
+
+
+# --- the remaining operations (issue 20 point 2) -------------------------------
+
+MAX_POSITION = 500_000_000  # half of positions.PARK_OFFSET: moves never collide
+MAX_COUNT_TASKS = 100
+MAX_REPLACE_ENTRIES = 1000
+MAX_GENERATION = 2**63 - 1  # a BigIntegerField
+
+
+class EntrySnapshotSerializer(serializers.Serializer):
+    """An entry as data (``services.snapshot``): what take-head answers, the
+    webhook delivers as ``message``, and restore and replace take back."""
+
+    id = serializers.UUIDField()
+    position = serializers.IntegerField()
+    content = serializers.CharField(allow_blank=True)
+    model = serializers.CharField(allow_blank=True)
+    plan_mode = serializers.BooleanField()
+    attachments = serializers.ListField(child=serializers.DictField())
+    metadata = serializers.DictField()
+    queued_by = serializers.CharField()
+    queued_at = serializers.DateTimeField()
+    coalesce_key = serializers.CharField(allow_blank=True)
+    durable = serializers.BooleanField()
+    lifecycle_generation = serializers.IntegerField(allow_null=True)
+
+
+class TakenSerializer(serializers.Serializer):
+    message = EntrySnapshotSerializer()
+    generations = GenerationsSerializer()
+
+
+class LifecycleResultSerializer(serializers.Serializer):
+    accepted = serializers.BooleanField(
+        help_text="False: refused (the task is gone or archived, or its generation moved)."
+    )
+    replaced = serializers.BooleanField()
+    entry = QueuedMessageSerializer(allow_null=True)
+
+
+class AutoMergeResultSerializer(serializers.Serializer):
+    merged = serializers.BooleanField()
+    entry = QueuedMessageSerializer(
+        allow_null=True, help_text="The entry it folded into; null when it was skipped."
+    )
+
+
+class PendingMoveRecordSerializer(PendingMoveSerializer):
+    class Meta(PendingMoveSerializer.Meta):
+        fields = ["session", *PendingMoveSerializer.Meta.fields]
+        read_only_fields = fields
+
+
+class DeletedSerializer(serializers.Serializer):
+    deleted = serializers.BooleanField()
+
+
+class PendingCountsSerializer(serializers.Serializer):
+    counts = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Visible entries per requested task id (0 for tasks of other apps).",
+    )
+
+
+class GenerationsInSerializer(StrictSerializer):
+    """The generations the caller read; any that moved answers 409 queue_changed."""
+
+    task = StrictIntegerField(min_value=0, max_value=MAX_GENERATION, required=False)
+    session = StrictIntegerField(min_value=0, max_value=MAX_GENERATION, required=False)
+
+
+class _EntryIn(StrictSerializer):
+    """The fields of an entry a runtime hands back (its owner included)."""
+
+    content = StrictCharField(max_length=MAX_CONTENT, trim_whitespace=False, allow_blank=True)
+    model = StrictCharField(max_length=200, required=False, default="", allow_blank=True)
+    plan_mode = StrictBooleanField(required=False, default=False)
+    attachments = _attachments_field()
+    metadata = serializers.DictField(required=False, default=dict)
+    queued_by = StrictCharField(
+        max_length=150,
+        required=False,
+        help_text="The entry's owner; default: the authenticated principal.",
+    )
+    coalesce_key = StrictCharField(max_length=200, required=False, default="", allow_blank=True)
+
+
+class RequeueSerializer(_EntryIn):
+    durable = StrictBooleanField(required=False, default=False)
+    lifecycle_generation = StrictIntegerField(
+        min_value=0, max_value=MAX_GENERATION, required=False, allow_null=True
+    )
+    generations = GenerationsInSerializer(required=False)
+
+
+class EntrySnapshotInSerializer(RequeueSerializer):
+    id = StrictUUIDField()
+    position = StrictIntegerField(min_value=1, max_value=MAX_POSITION)
+    queued_at = AwareDateTimeField(required=False, help_text="Default: now.")
+
+
+class RestoreSerializer(EntrySnapshotInSerializer):
+    """The taken entry (as take-head answered it) and, optionally, the
+    generations take-head answered."""
+
+
+class ReplaceEntrySerializer(EntrySnapshotInSerializer):
+    generations = None  # type: ignore[assignment]  # per request, not per entry
+
+
+class ReplaceSerializer(StrictSerializer):
+    entries = serializers.ListField(child=ReplaceEntrySerializer(), max_length=MAX_REPLACE_ENTRIES)
+    pending_move = PendingMoveInSerializer(required=False, allow_null=True, default=None)
+    generations = GenerationsInSerializer(required=False)
+
+
+class LifecycleSerializer(_EntryIn):
+    coalesce_key = StrictCharField(max_length=200, help_text="Required: what a retry replaces.")
+    generation = StrictIntegerField(
+        min_value=0,
+        max_value=MAX_GENERATION,
+        help_text="The task's lifecycle generation the entry belongs to.",
+    )
+    allow_insert = StrictBooleanField(
+        required=False, default=True, help_text="False: only replace an existing entry."
+    )
+
+
+class DeleteIfMatchSerializer(StrictSerializer):
+    """The move exactly as it was read (``GET pending-move/`` without ``stale``)."""
+
+    move_id = StrictCharField(max_length=200)
+    workflow_id = StrictCharField(max_length=200, allow_blank=True)
+    workflow_step_id = StrictCharField(max_length=200, allow_blank=True)
+    actor = StrictCharField(max_length=200, allow_blank=True)
+    queued_at = AwareDateTimeField()
+    handoff_entry_id = StrictUUIDField(
+        required=False, help_text="An entry of this session removed in the same transaction."
+    )
+
+
+class PendingCountsInSerializer(StrictSerializer):
+    tasks = serializers.ListField(child=StrictUUIDField(), min_length=1, max_length=MAX_COUNT_TASKS)
+
+
+# --- blocked heads (issue 20 point 4) ------------------------------------------
+
+
+class BlockerSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=[r.value for r in BlockedReason])
+    since = serializers.DateTimeField()
+    age_seconds = serializers.FloatField()
+    details = serializers.DictField(
+        help_text="delivery_failing: failures, last_error, last_failed_at, retry_at; "
+        "reservation_stuck: reservations [{reservation_id, entry_id, position, "
+        "reserved_at, delivery_attempted}]; otherwise empty."
+    )
+
+
+class BlockedHeadSerializer(serializers.Serializer):
+    session = serializers.UUIDField(source="session.pk")
+    task = serializers.UUIDField(source="session.task_id")
+    incarnation_id = serializers.UUIDField(source="session.incarnation_id")
+    auto_run = serializers.BooleanField(source="session.auto_run")
+    agent_ready = serializers.BooleanField(source="session.agent_ready")
+    waiting = serializers.IntegerField(help_text="Visible entries.")
+    head = QueuedMessageSerializer(allow_null=True)
+    since = serializers.DateTimeField(help_text="When the oldest reason began.")
+    age_seconds = serializers.FloatField()
+    reasons = BlockerSerializer(many=True, source="blockers")
+
+
+class AuditRecordSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditRecord
+        fields = [
+            "id",
+            "at",
+            "actor",
+            "via",
+            "action",
+            "task_id",
+            "session_id",
+            "entry_id",
+            "note",
+            "details",
+        ]
+        read_only_fields = fields
+
+
+MAX_NOTE = 2000
+
+
+class ReleaseStuckSerializer(StrictSerializer):
+    reservation_id = StrictUUIDField()
+    note = StrictCharField(max_length=MAX_NOTE, required=False, default="", allow_blank=True)
+
+
+class SkipHeadSerializer(StrictSerializer):
+    head_id = StrictUUIDField(
+        required=False, help_text="The head you saw; another head answers 409 queue_changed."
+    )
+    note = StrictCharField(max_length=MAX_NOTE, required=False, default="", allow_blank=True)
+
+
+class ResumeAutoRunSerializer(StrictSerializer):
+    note = StrictCharField(max_length=MAX_NOTE, required=False, default="", allow_blank=True)

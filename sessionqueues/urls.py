@@ -50,4 +50,58 @@ urlpatterns = [
         v.AgentReadyView.as_view(),
         name="sq-agent-ready",
     ),
+    # The remaining operations (issue 20 point 2).
+    path(f"{Q}take-head/", v.TakeHeadView.as_view(), name="sq-take-head"),
+    path(f"{Q}restore/", v.RestoreView.as_view(), name="sq-restore"),
+    path(f"{Q}requeue/", v.RequeueView.as_view(), name="sq-requeue"),
+    path(f"{Q}lifecycle/", v.LifecycleView.as_view(), name="sq-lifecycle"),
+    path(f"{Q}replace/", v.ReplaceView.as_view(), name="sq-replace"),
+    path(f"{Q}purge/", v.SessionPurgeView.as_view(), name="sq-session-purge"),
+    path(
+        f"{Q}messages/<api_id:message_id>/acknowledge/",
+        v.AcknowledgeByIdView.as_view(),
+        name="sq-acknowledge-by-id",
+    ),
+    path(
+        f"{Q}messages/<api_id:message_id>/auto-merge/",
+        v.AutoMergeUpView.as_view(),
+        name="sq-auto-merge-up",
+    ),
+    path(
+        "sessions/<api_id:session_id>/pending-move/take/",
+        v.PendingMoveTakeView.as_view(),
+        name="sq-pending-move-take",
+    ),
+    path(
+        "sessions/<api_id:session_id>/pending-move/delete-if-match/",
+        v.PendingMoveDeleteIfMatchView.as_view(),
+        name="sq-pending-move-delete-if-match",
+    ),
+    path(
+        "apps/<str:app>/sessions/pending-moves/",
+        v.AppPendingMovesView.as_view(),
+        name="sq-app-pending-moves",
+    ),
+    path(
+        "apps/<str:app>/sessions/pending-counts/",
+        v.AppPendingCountsView.as_view(),
+        name="sq-app-pending-counts",
+    ),
+    # Blocked heads (issue 20 point 4).
+    path(
+        "apps/<str:app>/sessions/blocked/",
+        v.AppBlockedSessionsView.as_view(),
+        name="sq-app-blocked",
+    ),
+    path(
+        f"{Q}unblock/release-reservation/",
+        v.ReleaseStuckView.as_view(),
+        name="sq-unblock-release",
+    ),
+    path(f"{Q}unblock/skip-head/", v.SkipHeadView.as_view(), name="sq-unblock-skip"),
+    path(
+        f"{Q}unblock/resume-auto-run/",
+        v.ResumeAutoRunView.as_view(),
+        name="sq-unblock-resume",
+    ),
 ]

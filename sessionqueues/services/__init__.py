@@ -8,7 +8,10 @@
 - ``reservations``: draining the head (``entry_take_head``, ``reservation_*``);
 - ``send_now``: ``queue_send_now_claim`` / ``_restore`` / ``_acknowledge``;
 - ``transfer``: ``queue_transfer``, ``queue_replace``, ``queue_purge_task``;
-- ``pending_moves``: the deferred workflow move (``pending_move_*``).
+- ``pending_moves``: the deferred workflow move (``pending_move_*``);
+- ``blocked``: the dispatcher's record of failing deliveries
+  (``delivery_failure_*``) and the operator's audited actions on blocked heads
+  (``reservation_release_stuck``, ``queue_skip_head``, ``session_resume_auto_run``).
 
 Vocabulary: a queued item is an *entry* (stored as ``QueuedMessage``);
 ``entry_*`` acts on one entry, ``queue_*`` on a whole queue, ``reservation_*``
@@ -25,6 +28,14 @@ Callers import this package (``from sessionqueues import services``); the
 names below are its public surface.
 """
 
+from sessionqueues.services.blocked import (
+    Actor,
+    delivery_failure_clear,
+    delivery_failure_record,
+    queue_skip_head,
+    reservation_release_stuck,
+    session_resume_auto_run,
+)
 from sessionqueues.services.common import (
     APPEND_SEPARATOR,
     MAX_ATTACHMENTS,
@@ -32,6 +43,7 @@ from sessionqueues.services.common import (
     MERGE_SEPARATOR,
     REFERENCES_KEY,
     SENDER_TASK_KEY,
+    Generations,
     SessionIdentity,
     snapshot,
 )
@@ -47,9 +59,11 @@ from sessionqueues.services.entries import (
     entry_lifecycle_upsert,
     entry_requeue,
     entry_restore,
+    entry_take_head_with_generations,
     entry_upsert_by_coalesce_key,
 )
 from sessionqueues.services.ordering import (
+    entry_auto_merge_up,
     entry_merge_up,
     queue_delete_all,
     queue_reorder,
@@ -64,6 +78,7 @@ from sessionqueues.services.pending_moves import (
 from sessionqueues.services.reservations import (
     entry_take_head,
     reservation_acknowledge,
+    reservation_acknowledge_by_id,
     reservation_discard,
     reservation_mark_attempted,
     reservation_release,
@@ -89,6 +104,7 @@ from sessionqueues.services.sessions import (
     task_create,
 )
 from sessionqueues.services.transfer import (
+    queue_purge_session,
     queue_purge_task,
     queue_replace,
     queue_transfer,
@@ -102,13 +118,18 @@ __all__ = [
     "PENDING_FIELDS",
     "REFERENCES_KEY",
     "SENDER_TASK_KEY",
+    "Actor",
     "Admission",
+    "Generations",
     "LifecycleResult",
     "NewEntry",
     "SendNowExpectation",
     "SessionIdentity",
     "apply_metadata_updates",
+    "delivery_failure_clear",
+    "delivery_failure_record",
     "entry_append_or_insert_tail",
+    "entry_auto_merge_up",
     "entry_delete",
     "entry_edit",
     "entry_insert",
@@ -117,23 +138,28 @@ __all__ = [
     "entry_requeue",
     "entry_restore",
     "entry_take_head",
+    "entry_take_head_with_generations",
     "entry_upsert_by_coalesce_key",
     "pending_move_delete",
     "pending_move_delete_if_match",
     "pending_move_set",
     "pending_move_take",
     "queue_delete_all",
+    "queue_purge_session",
     "queue_purge_task",
     "queue_reorder",
     "queue_replace",
     "queue_send_now_acknowledge",
     "queue_send_now_claim",
     "queue_send_now_restore",
+    "queue_skip_head",
     "queue_transfer",
     "reservation_acknowledge",
+    "reservation_acknowledge_by_id",
     "reservation_discard",
     "reservation_mark_attempted",
     "reservation_release",
+    "reservation_release_stuck",
     "reservation_reserve_for_agent",
     "reservation_reserve_for_delivery",
     "reservation_reserve_head",
@@ -141,6 +167,7 @@ __all__ = [
     "session_create",
     "session_pause_auto_run_if_pending",
     "session_reincarnate",
+    "session_resume_auto_run",
     "session_set_agent_ready",
     "session_set_auto_merge",
     "session_set_auto_run",

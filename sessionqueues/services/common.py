@@ -43,6 +43,43 @@ class SessionIdentity:
         return cls(session.task_id, session.pk, session.incarnation_id)
 
 
+@dataclass(frozen=True)
+class Generations:
+    """The generations a caller read (``QueueStatus.generations``): the task's
+    lifecycle generation (bumped by purges) and the session generation (bumped
+    by every destructive change). None: not checked."""
+
+    task: int | None = None
+    session: int | None = None
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"task": self.task, "session": self.session}
+
+
+def current_generations(session: Session) -> Generations:
+    """The locked session's generations now. The caller holds the session lock,
+    which a purge of the task takes before it bumps the task's generation, so
+    the read cannot race one."""
+    task = Task.objects.values_list("generation", flat=True).get(pk=session.task_id)
+    return Generations(task=task, session=session.generation)
+
+
+def check_generations(session: Session, expected: Generations | None) -> None:
+    """Raise QueueChanged unless every generation in ``expected`` is current
+    (the caller holds the session lock)."""
+    if expected is None or (expected.task is None and expected.session is None):
+        return
+    now = current_generations(session)
+    moved = (expected.task is not None and expected.task != now.task) or (
+        expected.session is not None and expected.session != now.session
+    )
+    if moved:
+        raise err.QueueChanged(
+            "The queue changed since you read its generations; nothing changed.",
+            details={"generations": now.as_dict()},
+        )
+
+
 def lock_session(session_id: Any, identity: SessionIdentity | None = None) -> Session:
     """Lock and return the session's lock row; the caller is in a transaction.
     ``FOR NO KEY UPDATE``: it serialises writers of this session without

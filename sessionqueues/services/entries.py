@@ -14,9 +14,12 @@ from sessionqueues import positions
 from sessionqueues.models import RESERVED_OWNERS, QueuedMessage, Session, Task
 from sessionqueues.services.common import (
     APPEND_SEPARATOR,
+    Generations,
     SessionIdentity,
     bump_generation,
     check_cap,
+    check_generations,
+    current_generations,
     delete_row,
     lock_session,
     resolve_cap,
@@ -25,6 +28,7 @@ from sessionqueues.services.common import (
     wake,
 )
 from sessionqueues.services.folding import can_fold, fold
+from sessionqueues.services.reservations import entry_take_head
 
 
 @dataclass
@@ -210,27 +214,54 @@ def entry_lifecycle_upsert(
 
 
 @transaction.atomic
-def entry_restore(*, session_id: Any, entry: QueuedMessage) -> QueuedMessage:
+def entry_restore(
+    *,
+    session_id: Any,
+    entry: QueuedMessage,
+    identity: SessionIdentity | None = None,
+    generations: Generations | None = None,
+) -> QueuedMessage:
     """Re-insert a taken entry at its own old position (later entries shift back
     when that slot is taken), keeping its id; bypasses the cap. Restoring an
-    entry that is still stored changes nothing."""
-    session = lock_session(session_id)
-    existing = positions.rows(session).filter(pk=entry.pk).first()
+    entry that is still stored in this session changes nothing; its id stored
+    in another session raises EntryExists; ``generations`` that moved raise
+    QueueChanged (e.g. the task was purged since the entry was taken)."""
+    session = lock_session(session_id, identity)
+    check_generations(session, generations)
+    existing = QueuedMessage.objects.filter(pk=entry.pk).first()
     if existing is not None:
+        if existing.session_id != session.pk:
+            raise err.EntryExists()
         return existing
     return restore_row(session, entry)
 
 
 @transaction.atomic
+def entry_take_head_with_generations(
+    *, session_id: Any, identity: SessionIdentity | None = None
+) -> tuple[QueuedMessage | None, Generations]:
+    """Take the head (``entry_take_head``) and read the generations in the same
+    transaction, so a restore fenced by them refuses exactly when a purge or a
+    destructive change came after the take."""
+    row = entry_take_head(session_id=session_id, identity=identity)
+    return row, current_generations(lock_session(session_id))
+
+
+@transaction.atomic
 def entry_requeue(
-    *, session_id: Any, entry: NewEntry, identity: SessionIdentity | None = None
+    *,
+    session_id: Any,
+    entry: NewEntry,
+    identity: SessionIdentity | None = None,
+    generations: Generations | None = None,
 ) -> Admission:
     """Requeue preserving FIFO: a coalesce match is replaced in place; an empty
     queue gets position 1; otherwise the entry goes right before the current
     head (shifting positions back when the head is already at 1). Bypasses the
     cap and never auto-merges, so a superseded retry is always served before
-    newer arrivals."""
+    newer arrivals. ``generations`` that moved raise QueueChanged."""
     session = lock_session(session_id, identity)
+    check_generations(session, generations)
     if entry.coalesce_key:
         match = _coalesce_match(session, entry)
         if match is not None:

@@ -49,6 +49,23 @@ def can_fold(target: QueuedMessage | None, entry: NewEntry) -> bool:
     )
 
 
+def as_new_entry(row: QueuedMessage) -> NewEntry:
+    """A stored entry as the candidate :func:`can_fold` compares with its target."""
+    from sessionqueues.services.entries import NewEntry
+
+    return NewEntry(
+        content=row.content,
+        queued_by=row.queued_by,
+        model=row.model,
+        plan_mode=row.plan_mode,
+        attachments=list(row.attachments),
+        metadata=dict(row.metadata),
+        coalesce_key=row.coalesce_key,
+        durable=row.durable,
+        lifecycle_generation=row.lifecycle_generation,
+    )
+
+
 def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []

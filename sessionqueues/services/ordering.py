@@ -21,7 +21,7 @@ from sessionqueues.services.common import (
     lock_session,
     visible_row,
 )
-from sessionqueues.services.folding import fold, same_sender
+from sessionqueues.services.folding import as_new_entry, can_fold, fold, same_sender
 
 
 def _merge_target(session: Session, source: QueuedMessage, queued_by: str) -> QueuedMessage:
@@ -60,6 +60,38 @@ def entry_merge_up(
     fold(target, source.content, source.attachments, source.metadata, source.queued_at)
     bump_generation(session)
     return target
+
+
+@transaction.atomic
+def entry_auto_merge_up(
+    *, session_id: Any, entry_id: Any, identity: SessionIdentity | None = None
+) -> QueuedMessage | None:
+    """Fold the entry into the one directly above it when the pair passes the
+    auto-merge rule (``folding.can_fold``: same model, plan mode and sender,
+    equal metadata apart from references, attachments within limits, neither
+    durable, coalesced nor reserved), whatever the session's auto-merge
+    setting. Returns the merged target, or None, changing nothing, when the
+    entry is missing or reserved, has nothing above it, or the pair is
+    incompatible (a skip, not an error)."""
+    session = lock_session(session_id, identity)
+    source = _visible_or_none(session, entry_id)
+    if source is None:
+        return None
+    above = positions.rows(session).filter(position__lt=source.position)
+    target = above.order_by("-position").first()
+    if target is None or not can_fold(target, as_new_entry(source)):
+        return None
+    delete_row(source)
+    fold(target, source.content, source.attachments, source.metadata, source.queued_at)
+    bump_generation(session)
+    return target
+
+
+def _visible_or_none(session: Session, entry_id: Any) -> QueuedMessage | None:
+    try:
+        return visible_row(session, entry_id)
+    except err.SessionQueueNotFound:
+        return None
 
 
 @transaction.atomic

@@ -54,12 +54,18 @@ def pending_move_delete(*, session_id: Any, identity: SessionIdentity | None = N
 
 
 @transaction.atomic
-def pending_move_delete_if_match(*, expected: dict[str, Any], handoff_entry_id: Any = None) -> bool:
+def pending_move_delete_if_match(
+    *,
+    expected: dict[str, Any],
+    handoff_entry_id: Any = None,
+    identity: SessionIdentity | None = None,
+) -> bool:
     """Remove the move only while the stored row equals ``expected`` (a record of
     :func:`selectors.pending_moves`), and the linked entry in the same
-    transaction. A missing or replaced move is a no-op (False)."""
+    transaction. A missing or replaced move is a no-op (False); a stale
+    ``identity`` raises SessionIdentityMismatch."""
     try:
-        session = lock_session(expected["session_id"])
+        session = lock_session(expected["session_id"], identity)
     except err.SessionQueueNotFound:
         return False
     move = PendingMove.objects.filter(session=session).first()

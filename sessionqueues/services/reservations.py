@@ -120,8 +120,7 @@ def reservation_reserve_for_agent(*, session_id: Any) -> QueuedMessage | None:
         return None
     row = _reserve_head(session)
     if row is not None:
-        session.agent_ready = False
-        session.save(update_fields=["agent_ready"])
+        session.save(update_fields=session.set_agent_ready(False, clock.now()))
     return row
 
 
@@ -195,3 +194,22 @@ def reservation_discard(*, session_id: Any, reservation_id: Any, owner: uuid.UUI
         .delete()
     )
     return deleted > 0
+
+
+@transaction.atomic
+def reservation_acknowledge_by_id(
+    *, session_id: Any, entry_id: Any, identity: SessionIdentity | None = None
+) -> QueuedMessage:
+    """Delete the reserved entry ``entry_id`` of this session whatever its
+    reservation and owner (the seed's ``AcknowledgeByID``: internal dispatch
+    code that knows the entry, not the reservation). An entry that is not
+    stored here or not reserved raises ReservationChanged."""
+    session = lock_session(session_id, identity)
+    try:
+        row = positions.rows(session).reserved().filter(pk=entry_id).first()
+    except ValidationError:
+        row = None
+    if row is None:
+        raise err.ReservationChanged()
+    delete_row(row)
+    return row

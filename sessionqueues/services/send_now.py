@@ -86,8 +86,7 @@ def queue_send_now_claim(
         reservation_id=claim.pk, reservation_owner=session.incarnation_id, reserved_at=clock.now()
     )
     if not session.auto_run:
-        session.auto_run = True
-        session.save(update_fields=["auto_run"])
+        session.save(update_fields=session.set_auto_run(True, clock.now()))
     return claim, _dispatch(claim, sources)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from principals.models import App
+from queueproject import clock
 from sessionqueues import positions
 from sessionqueues.models import Session, Task
 from sessionqueues.services.common import (
@@ -59,8 +60,7 @@ def session_set_auto_run(
 ) -> Session:
     """Persist the automatic-drain policy (independent of queue contents)."""
     session = lock_session(session_id, identity)
-    session.auto_run = enabled
-    session.save(update_fields=["auto_run"])
+    session.save(update_fields=session.set_auto_run(enabled, clock.now()))
     if enabled:
         wake(session)
     return session
@@ -75,8 +75,7 @@ def session_pause_auto_run_if_pending(
     session = lock_session(session_id, identity)
     if not positions.rows(session).visible().exists():
         return False
-    session.auto_run = False
-    session.save(update_fields=["auto_run"])
+    session.save(update_fields=session.set_auto_run(False, clock.now()))
     return True
 
 
@@ -100,8 +99,7 @@ def session_set_agent_ready(
     """Record whether the session's agent can take an entry (the dispatcher
     delivers only to ready agents)."""
     session = lock_session(session_id, identity)
-    session.agent_ready = ready
-    session.save(update_fields=["agent_ready"])
+    session.save(update_fields=session.set_agent_ready(ready, clock.now()))
     if ready:
         wake(session)
     return session

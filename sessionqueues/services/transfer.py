@@ -9,13 +9,16 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
+from queueproject import clock
 from sessionqueues import exceptions as err
 from sessionqueues import positions
 from sessionqueues.models import PendingMove, QueuedMessage, SendNowClaim, Session, Task
 from sessionqueues.services.common import (
+    Generations,
     SessionIdentity,
     as_uuids,
     bump_generation,
+    check_generations,
     check_identity,
     from_snapshot,
     lock_session,
@@ -55,8 +58,8 @@ def queue_transfer(
         raise err.SessionIdentityMismatch("Sessions of different tasks cannot exchange entries.")
     _move_entries(source, destination)
     _move_pending(source, destination)
-    destination.auto_run = source.auto_run and destination.auto_run
-    destination.save(update_fields=["auto_run"])
+    both = source.auto_run and destination.auto_run
+    destination.save(update_fields=destination.set_auto_run(both, clock.now()))
     bump_generation(source)
     bump_generation(destination)
     wake(destination)
@@ -95,10 +98,16 @@ def queue_replace(
     entries: Sequence[dict[str, Any]],
     pending_move: dict[str, Any] | None,
     identity: SessionIdentity | None = None,
+    generations: Generations | None = None,
 ) -> list[QueuedMessage]:
     """Replace the session's entries and pending move with a snapshot (entries as
-    :func:`snapshot` gives them), keeping ids, positions and owners."""
+    :func:`snapshot` gives them), keeping ids, positions and owners. A snapshot
+    that repeats an id or a position, or ``generations`` that moved, raise
+    QueueChanged; an id stored in another session raises EntryExists. Nothing
+    changes then."""
     session = lock_session(session_id, identity)
+    check_generations(session, generations)
+    _check_snapshot(session, entries)
     positions.rows(session).delete()
     PendingMove.objects.filter(session=session).delete()
     rows = [from_snapshot(session, data) for data in entries]
@@ -108,6 +117,28 @@ def queue_replace(
     bump_generation(session)
     wake(session)
     return sorted(rows, key=lambda row: row.position)
+
+
+def _check_snapshot(session: Session, entries: Sequence[dict[str, Any]]) -> None:
+    ids = as_uuids([data["id"] for data in entries])
+    places = [data["position"] for data in entries]
+    if ids is None or len(set(ids)) != len(ids) or len(set(places)) != len(places):
+        raise err.QueueChanged("The snapshot repeats an id or a position; nothing changed.")
+    if QueuedMessage.objects.filter(pk__in=ids).exclude(session=session).exists():
+        raise err.EntryExists("An entry of the snapshot is stored in another session.")
+
+
+@transaction.atomic
+def queue_purge_session(*, session_id: Any, identity: SessionIdentity | None = None) -> int:
+    """Remove every entry of the session (reserved ones too), its pending move and
+    its send-now claims, and bump its generation (a deleted session's clean-up).
+    Returns how many entries were removed."""
+    session = lock_session(session_id, identity)
+    removed, _ = positions.rows(session).delete()
+    PendingMove.objects.filter(session=session).delete()
+    SendNowClaim.objects.filter(session=session).delete()
+    bump_generation(session)
+    return removed
 
 
 @transaction.atomic

@@ -3,6 +3,7 @@ every endpoint; refused requests see nothing and change nothing."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,7 @@ from rest_framework.test import APIClient
 from principals.authz import Capability as C
 from principals.models import Role
 from sessionqueues import services
-from sessionqueues.models import PendingMove, QueuedMessage, Session, Task
+from sessionqueues.models import AuditRecord, PendingMove, QueuedMessage, Session, Task
 from tests.conftest import bearer
 from tests.factories import UserFactory, make_token, member
 from tests.sessionqueues.conftest import entry
@@ -226,6 +227,118 @@ ENDPOINTS: dict[str, tuple[C, int, Callable[[Ctx], tuple[str, str, Any]]]] = {
         200,
         lambda c: ("put", f"/api/sessions/{c.session.pk}/agent-ready/", {"ready": True}),
     ),
+    # The remaining operations (issue 20 point 2).
+    "take_head": (
+        C.SESSION_CONSUME,
+        200,
+        lambda c: ("post", f"{Q.format(s=c.session.pk)}take-head/", None),
+    ),
+    "restore": (
+        C.SESSION_CONSUME,
+        200,
+        lambda c: (
+            "post",
+            f"{Q.format(s=c.session.pk)}restore/",
+            {"id": str(uuid.uuid4()), "position": 9, "content": "back"},
+        ),
+    ),
+    "requeue": (
+        C.SESSION_CONSUME,
+        201,
+        lambda c: ("post", f"{Q.format(s=c.session.pk)}requeue/", {"content": "again"}),
+    ),
+    "lifecycle": (
+        C.SESSION_CONSUME,
+        201,
+        lambda c: (
+            "post",
+            f"{Q.format(s=c.session.pk)}lifecycle/",
+            {"content": "ci", "coalesce_key": "ci", "generation": 0},
+        ),
+    ),
+    "replace": (
+        C.SESSION_CONSUME,
+        200,
+        lambda c: ("post", f"{Q.format(s=c.session.pk)}replace/", {"entries": []}),
+    ),
+    "acknowledge_by_id": (
+        C.SESSION_CONSUME,
+        204,
+        lambda c: (
+            "post",
+            f"{Q.format(s=c.session.pk)}messages/{c.reserved.pk}/acknowledge/",
+            None,
+        ),
+    ),
+    "auto_merge_up": (
+        C.SESSION_EDIT,
+        200,
+        lambda c: ("post", f"{Q.format(s=c.session.pk)}messages/{c.second.pk}/auto-merge/", None),
+    ),
+    "session_purge": (
+        C.TASK_ADMIN,
+        200,
+        lambda c: ("post", f"{Q.format(s=c.session.pk)}purge/", None),
+    ),
+    "pending_take": (
+        C.SESSION_EDIT,
+        200,
+        lambda c: ("post", f"/api/sessions/{c.session.pk}/pending-move/take/", None),
+    ),
+    "pending_delete_if_match": (
+        C.SESSION_EDIT,
+        200,
+        lambda c: (
+            "post",
+            f"/api/sessions/{c.session.pk}/pending-move/delete-if-match/",
+            {
+                "move_id": "m1",
+                "workflow_id": "",
+                "workflow_step_id": "",
+                "actor": "",
+                "queued_at": "2020-01-01T00:00:00Z",
+            },
+        ),
+    ),
+    "pending_moves_list": (
+        C.SESSION_READ,
+        200,
+        lambda c: ("get", f"/api/apps/{c.app.slug}/sessions/pending-moves/", None),
+    ),
+    "pending_counts": (
+        C.SESSION_READ,
+        200,
+        lambda c: (
+            "post",
+            f"/api/apps/{c.app.slug}/sessions/pending-counts/",
+            {"tasks": [str(c.task.pk)]},
+        ),
+    ),
+    # Blocked heads (issue 20 point 4).
+    "blocked_list": (
+        C.SESSION_READ,
+        200,
+        lambda c: ("get", f"/api/apps/{c.app.slug}/sessions/blocked/", None),
+    ),
+    "unblock_release": (
+        C.SESSION_CONSUME,
+        200,
+        lambda c: (
+            "post",
+            f"{Q.format(s=c.session.pk)}unblock/release-reservation/",
+            {"reservation_id": str(c.reserved.reservation_id)},
+        ),
+    ),
+    "unblock_skip": (
+        C.SESSION_EDIT,
+        200,
+        lambda c: ("post", f"{Q.format(s=c.session.pk)}unblock/skip-head/", {}),
+    ),
+    "unblock_resume": (
+        C.SESSION_EDIT,
+        200,
+        lambda c: ("post", f"{Q.format(s=c.session.pk)}unblock/resume-auto-run/", {}),
+    ),
 }
 
 
@@ -246,6 +359,7 @@ def state() -> Any:
         ),
         sorted(Task.objects.values_list("id", "archived", "generation"), key=str),
         sorted(PendingMove.objects.values_list("session_id", "move_id"), key=str),
+        list(AuditRecord.objects.values_list("id", flat=True)),
     )
 
 

@@ -12,6 +12,7 @@ from sessionqueues import exceptions as err
 from sessionqueues import selectors, services
 from sessionqueues.models import PendingMove, QueuedMessage, SendNowClaim, Session, Task
 from sessionqueues.services import SendNowExpectation, SessionIdentity
+from tests.factories import AppFactory
 from tests.sessionqueues.conftest import contents, entry, put
 
 pytestmark = pytest.mark.django_db
@@ -695,3 +696,198 @@ def test_count_pending_by_tasks__excludes_reserved_entries(session, task):
         str(task.pk): 1,
         str(other.pk): 0,
     }
+
+
+# --- the remaining operations (issue 20 point 2) --------------------------------
+
+
+def test_acknowledge_by_id__removes_the_reserved_entry_whatever_its_owner(session):
+    put(session, "mine")
+    services.entry_upsert_by_coalesce_key(
+        session_id=session.pk, entry=entry("lifecycle", "server", coalesce_key="k", durable=True)
+    )
+    services.reservation_reserve_for_delivery(session_id=session.pk)
+    reserved, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert reserved is not None and reserved.queued_by == "server"
+    gone = services.reservation_acknowledge_by_id(session_id=session.pk, entry_id=reserved.pk)
+    assert gone.pk == reserved.pk
+    assert not QueuedMessage.objects.filter(pk=reserved.pk).exists()
+    assert QueuedMessage.objects.filter(session=session).count() == 1  # "mine", still reserved
+
+
+def test_acknowledge_by_id__an_unreserved_missing_or_foreign_entry_is_reservation_changed(
+    session, other_session
+):
+    visible = put(session, "a")
+    foreign = put(other_session, "x")
+    services.reservation_reserve_for_delivery(session_id=other_session.pk)
+    for entry_id in [visible.pk, uuid.uuid4(), foreign.pk, "not-a-uuid"]:
+        with pytest.raises(err.ReservationChanged):
+            services.reservation_acknowledge_by_id(session_id=session.pk, entry_id=entry_id)
+    assert contents(session) == ["a"]
+    assert QueuedMessage.objects.filter(pk=foreign.pk).exists()
+
+
+def test_acknowledge_by_id__a_stale_identity_is_refused(session):
+    put(session, "a")
+    reserved, _ = services.reservation_reserve_for_delivery(session_id=session.pk)
+    assert reserved is not None
+    stale = SessionIdentity.of(session)
+    services.session_reincarnate(session_id=session.pk)
+    with pytest.raises(err.SessionIdentityMismatch):
+        services.reservation_acknowledge_by_id(
+            session_id=session.pk, entry_id=reserved.pk, identity=stale
+        )
+    assert QueuedMessage.objects.filter(pk=reserved.pk).exists()
+
+
+def test_auto_merge_up__folds_a_compatible_entry_into_the_one_above(session):
+    put(session, "a", metadata={"references": ["r1"]})
+    b = put(session, "b", metadata={"references": ["r2"]})
+    generation = Session.objects.get(pk=session.pk).generation
+    target = services.entry_auto_merge_up(session_id=session.pk, entry_id=b.pk)
+    assert target is not None and target.content == "a\n\nb"
+    assert target.metadata == {"references": ["r1", "r2"]}
+    assert contents(session) == ["a\n\nb"]
+    assert Session.objects.get(pk=session.pk).generation == generation + 1
+
+
+@pytest.mark.parametrize(
+    "above, source",
+    [
+        ({"queued_by": "user:2"}, {}),  # another owner
+        ({"model": "m1"}, {"model": "m2"}),
+        ({"plan_mode": True}, {}),
+        ({"metadata": {"k": 1}}, {"metadata": {"k": 2}}),
+        ({}, {"coalesce_key": "c"}),
+        ({"durable": True}, {}),
+    ],
+)
+def test_auto_merge_up__an_incompatible_pair_is_skipped_unchanged(session, above, source):
+    put(session, "a", **{"queued_by": "user:1", **above})
+    b = put(session, "b", **{"queued_by": "user:1", **source})
+    assert services.entry_auto_merge_up(session_id=session.pk, entry_id=b.pk) is None
+    assert contents(session) == ["a", "b"]
+
+
+def test_auto_merge_up__head_missing_or_reserved_target_is_a_skip(session, other_session):
+    a = put(session, "a")
+    b = put(session, "b")
+    assert services.entry_auto_merge_up(session_id=session.pk, entry_id=a.pk) is None
+    assert services.entry_auto_merge_up(session_id=session.pk, entry_id=uuid.uuid4()) is None
+    foreign = put(other_session, "x")
+    assert services.entry_auto_merge_up(session_id=session.pk, entry_id=foreign.pk) is None
+    services.reservation_reserve_for_delivery(session_id=session.pk)  # reserves a
+    assert services.entry_auto_merge_up(session_id=session.pk, entry_id=b.pk) is None
+    assert QueuedMessage.objects.filter(session=session).count() == 2
+
+
+def test_purge_session__removes_reserved_entries_the_move_and_claims(session, other_session):
+    a, b, _c = (put(session, t) for t in "abc")
+    put(other_session, "stays")
+    services.reservation_reserve_for_delivery(session_id=session.pk)
+    services.queue_send_now_claim(session_id=session.pk, expected=[SendNowExpectation(b.pk, "b")])
+    services.pending_move_set(session_id=session.pk, move={"move_id": "m"})
+    generation = Session.objects.get(pk=session.pk).generation
+    assert services.queue_purge_session(session_id=session.pk) == 2  # a (reserved) and c
+    assert not QueuedMessage.objects.filter(session=session).exists()
+    assert not PendingMove.objects.filter(session=session).exists()
+    assert not SendNowClaim.objects.filter(session=session).exists()
+    assert Session.objects.get(pk=session.pk).generation == generation + 1
+    assert contents(other_session) == ["stays"]
+    assert a.pk is not None
+
+
+def test_restore__fenced_by_the_generations_it_was_taken_at(session, task):
+    put(session, "a")
+    put(session, "b")
+    taken = services.entry_take_head(session_id=session.pk)
+    assert taken is not None
+    read = services.Generations(task=0, session=0)
+    services.queue_purge_task(task_id=task.pk)
+    with pytest.raises(err.QueueChanged) as refused:
+        services.entry_restore(session_id=session.pk, entry=taken, generations=read)
+    assert refused.value.details == {"generations": {"task": 1, "session": 1}}
+    assert contents(session) == []
+    current = services.Generations(task=1, session=1)
+    services.entry_restore(session_id=session.pk, entry=taken, generations=current)
+    assert contents(session) == ["a"]
+
+
+def test_restore__an_id_stored_in_another_session_is_entry_exists(session, other_session):
+    theirs = put(other_session, "x")
+    clone = QueuedMessage(id=theirs.pk, content="x", queued_by="user:1", position=1)
+    clone.queued_at = theirs.queued_at
+    with pytest.raises(err.EntryExists):
+        services.entry_restore(session_id=session.pk, entry=clone)
+    assert contents(session) == [] and contents(other_session) == ["x"]
+
+
+def test_requeue__fenced_by_generations(session):
+    put(session, "a")
+    services.queue_delete_all(session_id=session.pk)
+    with pytest.raises(err.QueueChanged):
+        services.entry_requeue(
+            session_id=session.pk, entry=entry("r"), generations=services.Generations(session=0)
+        )
+    services.entry_requeue(
+        session_id=session.pk, entry=entry("r"), generations=services.Generations(session=1)
+    )
+    assert contents(session) == ["r"]
+
+
+@pytest.mark.parametrize("repeat", ["id", "position"])
+def test_replace_session__a_repeated_id_or_position_changes_nothing(session, repeat):
+    rows = [put(session, t) for t in "ab"]
+    snap = [services.snapshot(r) for r in rows]
+    snap[1][repeat] = snap[0][repeat]
+    with pytest.raises(err.QueueChanged):
+        services.queue_replace(session_id=session.pk, entries=snap, pending_move=None)
+    assert contents(session) == ["a", "b"]
+
+
+def test_replace_session__an_id_of_another_session_or_stale_generations_change_nothing(
+    session, other_session
+):
+    put(session, "a")
+    theirs = services.snapshot(put(other_session, "x"))
+    with pytest.raises(err.EntryExists):
+        services.queue_replace(session_id=session.pk, entries=[theirs], pending_move=None)
+    with pytest.raises(err.QueueChanged):
+        services.queue_replace(
+            session_id=session.pk,
+            entries=[],
+            pending_move=None,
+            generations=services.Generations(session=5),
+        )
+    assert contents(session) == ["a"] and contents(other_session) == ["x"]
+
+
+def test_pending_move__delete_if_match_checks_the_identity(session):
+    services.pending_move_set(session_id=session.pk, move={"move_id": "m1"})
+    record = selectors.pending_moves()[0]
+    stale = SessionIdentity.of(session)
+    services.session_reincarnate(session_id=session.pk)
+    with pytest.raises(err.SessionIdentityMismatch):
+        services.pending_move_delete_if_match(expected=record, identity=stale)
+    assert selectors.pending_move_get(session=session) is not None
+
+
+def test_count_pending_by_tasks__scoped_to_an_app_counts_other_apps_as_zero(session, task):
+    put(session, "a")
+    foreign_task = services.task_create(app=AppFactory())
+    put(services.session_create(task=foreign_task), "x")
+    counts = selectors.count_pending_by_tasks(task_ids=[task.pk, foreign_task.pk], app=task.app)
+    assert counts == {str(task.pk): 1, str(foreign_task.pk): 0}
+
+
+def test_auto_run_and_agent_ready__changes_are_stamped(session):
+    with clock.frozen():
+        stamped = clock.now()
+        services.session_set_auto_run(session_id=session.pk, enabled=False)
+        services.session_set_agent_ready(session_id=session.pk, ready=True)
+        clock.advance(60)
+        services.session_set_auto_run(session_id=session.pk, enabled=False)  # unchanged
+        services.session_set_agent_ready(session_id=session.pk, ready=True)
+    fresh = Session.objects.get(pk=session.pk)
+    assert fresh.auto_run_changed_at == stamped and fresh.agent_ready_changed_at == stamped
