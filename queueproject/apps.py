@@ -18,3 +18,17 @@ class QueueProjectConfig(AppConfig):
         )
         # Registers the <api_id:…> path converter before any URLconf loads.
         from queueproject import ids  # noqa: F401
+
+        _runserver_without_nagle()
+
+
+def _runserver_without_nagle() -> None:
+    """``manage.py runserver`` (``make run``) writes each response in several
+    small sends (status line, headers, body: wsgiref). With Nagle's algorithm
+    on, every send after the first waits for the client's delayed ACK, about
+    40 ms per response on Linux, which was most of a request's time there
+    (bench/README.md, "The REST API under load"). TCP_NODELAY sends them at
+    once; uvicorn sets it already."""
+    from django.core.servers.basehttp import WSGIRequestHandler
+
+    WSGIRequestHandler.disable_nagle_algorithm = True
