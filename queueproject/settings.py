@@ -127,7 +127,7 @@ elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.post
     # Workers and other commands keep one persistent connection per long-lived
     # thread (CONN_MAX_AGE), bounded by their thread counts.
     DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
-    DB_POOL_TIMEOUT = env.float("DB_POOL_TIMEOUT", default=5.0)
+    DB_POOL_TIMEOUT = env.float("DB_POOL_TIMEOUT", default=10.0)
     if not web_process():
         _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
     elif DB_POOL_MAX_SIZE > 0:
