@@ -77,8 +77,8 @@ from tests.blackbox.server import (  # noqa: E402
 APPLICATION_NAME = "dq-http-load-bench"
 GROUP = "bench"
 HEADER = (
-    "| scenario | clients | requests/s | messages/s | p50 ms | p99 ms | errors | max DB conns |\n"
-    "|---|---|---|---|---|---|---|---|"
+    "| scenario | clients | requests/s | messages/s | p50 ms | p99 ms | errors | max DB conns "
+    "| server CPU ms/request |\n|---|---|---|---|---|---|---|---|---|"
 )
 SCENARIOS = ("enqueue1", "enqueue100", "claim10_ack10", "stats")
 PAYLOAD = {"order": 1042, "customer": "c-77", "lines": [{"sku": "A-1", "qty": 2}]}
@@ -105,11 +105,11 @@ payload = {"order": 1042, "customer": "c-77", "lines": [{"sku": "A-1", "qty": 2}
 for _ in range(50):  # warm up: connection, prepared statements
     services.message_enqueue(collection=collection, payload=payload, enqueued_by="app:web")
 seconds, n = float(sys.argv[1]), 0
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 while time.perf_counter() - start < seconds:
     services.message_enqueue(collection=collection, payload=payload, enqueued_by="app:web")
     n += 1
-print(n / (time.perf_counter() - start))
+print(n / (time.perf_counter() - start), (time.process_time() - cpu) * 1000 / n)
 """
 
 
@@ -140,6 +140,7 @@ class Cell:
     transport_errors: int = 0
     max_connections: int | None = None
     empty_claims: int = 0
+    cpu_seconds: float = 0.0  # the server's processes, user + system
 
     def row(self) -> str:
         ok = sorted(self.latencies)
@@ -152,9 +153,34 @@ class Cell:
             errors += f", {self.transport_errors} x transport"
         conns = "" if self.max_connections is None else str(self.max_connections)
         note = f" (claims empty: {self.empty_claims})" if self.empty_claims else ""
+        cpu = self.cpu_seconds * 1000 / requests if requests else float("nan")
         return (f"| {self.scenario} | {self.clients} | {requests / self.seconds:,.0f} | "
                 f"{self.messages / self.seconds:,.0f} | {p50:.1f} | {p99:.1f} | {errors}{note} "
-                f"| {conns} |")  # fmt: skip
+                f"| {conns} | {cpu:.2f} |")  # fmt: skip
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its descendants (uvicorn's
+    worker processes): on a shared machine the CPU a request costs moves much
+    less with the load than requests/s do."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        tree.add(p)
+        todo.extend(c for c, parent in parents.items() if parent == p and c not in tree)
+    return sum(times.get(p, 0.0) for p in tree)
 
 
 class ConnectionSampler:
@@ -308,9 +334,11 @@ async def fill(url: str, token: str, queue: str, messages: int) -> None:
 # -------------------------------------------------------------------- the run
 
 
-def services_rate(server: Server, seconds: float) -> float:
+def services_rate(server: Server, seconds: float) -> tuple[float, float]:
+    """Messages/s of ``message_enqueue`` one by one, and its CPU ms per message."""
     out = server.manage("shell", "-c", SERVICES_RATE.replace("sys.argv[1]", repr(str(seconds))))
-    return float(out.strip().splitlines()[-1])
+    rate, cpu = out.strip().splitlines()[-1].split()
+    return float(rate), float(cpu)
 
 
 def main() -> None:
@@ -353,14 +381,15 @@ def main() -> None:
         setup = SETUP.replace("sys.argv[1]", repr(",".join(queues)))
         made = server.manage("shell", "-c", setup.replace("sys.argv[2]", repr(str(max(levels)))))
         tokens = json.loads(made.strip().splitlines()[-1])
-        rate = services_rate(server, min(args.seconds, 10.0))
+        rate, services_cpu = services_rate(server, min(args.seconds, 10.0))
         server.start()
         ConnectionSampler.server = server
         sample_url = with_database(pg, name) if pg else None
         print(f"# {'PostgreSQL' if pg else 'SQLite'} behind {kind}"
               f"{f' --workers {args.workers}' if kind == 'uvicorn' else ''}; "
               f"load average before: {os.getloadavg()[0]:.1f}")  # fmt: skip
-        print(f"services, one by one (message_enqueue, 1 thread): {rate:,.0f} messages/s\n")
+        print(f"services, one by one (message_enqueue, 1 thread): {rate:,.0f} messages/s, "
+              f"{services_cpu:.2f} CPU ms per message\n")  # fmt: skip
         print(HEADER)
         asyncio.run(run_all(server, tokens, scenarios, levels, args, sample_url, rate))
         print(f"\nload average after: {os.getloadavg()[0]:.1f}")
@@ -398,8 +427,11 @@ async def run_all(
                      "--format", "raw" if args.profile.endswith(".txt") else "flamegraph"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
+            assert server.process is not None
+            cpu_before = cpu_seconds(server.process.pid)
             with ConnectionSampler(sample_url) as sampler:
                 await run_cell(server.url, tokens, cell, steps[scenario](scenario), args.seconds)
+            cell.cpu_seconds = cpu_seconds(server.process.pid) - cpu_before
             if profiler is not None:
                 profiler.wait()
             cell.max_connections = sampler.most if sample_url else None
@@ -407,7 +439,7 @@ async def run_all(
             if scenario == "enqueue1" and clients == 8:
                 share = cell.messages / cell.seconds / rate
                 print(f"|  | REST single enqueue at 8 clients / services one by one: {share:.0%} "
-                      "| | | | | | |", flush=True)  # fmt: skip
+                      "| | | | | | | |", flush=True)  # fmt: skip
             if scenario == "claim10_ack10":
                 await drain(server.url, tokens[0], scenario)
     if args.soak:
@@ -415,8 +447,11 @@ async def run_all(
         cell = Cell("mixed (soak)", max(levels))
         step = mixed([enqueue1("mixed_enqueue"), claim10_ack10("mixed_claim"),
                       stats("stats"), enqueue100("mixed_enqueue")])  # fmt: skip
+        assert server.process is not None
+        cpu_before = cpu_seconds(server.process.pid)
         with ConnectionSampler(sample_url) as sampler:
             await run_cell(server.url, tokens, cell, step, args.soak)
+        cell.cpu_seconds = cpu_seconds(server.process.pid) - cpu_before
         cell.max_connections = sampler.most if sample_url else None
         print(cell.row(), flush=True)
 
