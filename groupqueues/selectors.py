@@ -64,6 +64,18 @@ def collection_get(*, group: Group, name: str) -> Collection:
     return found
 
 
+def collection_at(*, group_ref: str, name: str) -> Collection | None:
+    """The queue collection ``name`` of the group ``group_ref`` (slug or id),
+    with its group, in one query; None when there is none (the caller asks
+    ``collection_get`` then, to say which part is missing)."""
+    rows = Collection.objects.queues().select_related("group").filter(name=name)
+    try:
+        rows = rows.filter(group_id=uuid.UUID(group_ref))
+    except ValueError:
+        rows = rows.filter(group__slug=group_ref)
+    return rows.first()
+
+
 def collection_resolve(*, app: App, name: str) -> Collection:
     """Resolve ``name`` for ``app``: walk its chain (its group, the parent, … the
     root) and take the nearest group declaring a ``queue`` collection of that

@@ -72,6 +72,9 @@ def queue_for(
 ) -> tuple[Principal, Collection]:
     """The queue ``q`` of group ``g`` if the principal has ``capability`` on the
     group (403 if it can only see it); one 404 for everything it cannot see."""
+    found = selectors.collection_at(group_ref=g, name=q)  # the common case: one query
+    if found is not None:
+        return require(request, capability, found.group, not_found=CollectionNotFound), found
     try:
         group = principals.group_get(ref=g)
         principal = require(request, capability, group, not_found=CollectionNotFound)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -73,9 +74,14 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
 
 def _touch(token: ApiToken, now: Any) -> None:
-    """Record last use, at most once a minute per token (a conditional UPDATE)."""
-    if token.last_used_at is None or token.last_used_at < now - LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    """Record last use, at most once a minute per token: a request whose token
+    row (just read) was used within the minute writes nothing, and of the
+    requests that find it older, the UPDATE's condition lets one write."""
+    stale = now - LAST_USED_RESOLUTION
+    if token.last_used_at is None or token.last_used_at < stale:
+        ApiToken.objects.filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale), pk=token.pk
+        ).update(last_used_at=now)
         token.last_used_at = now
 
 

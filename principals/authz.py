@@ -167,8 +167,14 @@ class Principal:
 
 
 def app_in_subtree(app: App, group: Group) -> bool:
-    """True when ``app`` belongs to ``group`` or one of its descendants."""
-    return any(g.pk == group.pk for g in app.group.ancestors())
+    """True when ``app`` belongs to ``group`` or one of its descendants (walks
+    up from the app's group and stops at ``group``: a query per level above)."""
+    node: Group | None = app.group
+    while node is not None:
+        if node.pk == group.pk:
+            return True
+        node = node.parent
+    return False
 
 
 def has_capability(principal: Principal, capability: Capability, target: Group | App) -> bool:

@@ -1,12 +1,13 @@
 """Raw SQL of the principals app (only what the ORM cannot say)."""
 
-# Count one request in a fixed window and return the new count: an atomic upsert,
-# so concurrent requests (threads, processes, hosts) never lose an increment.
+# Add a process's batch of requests to a fixed window and return the window's
+# total: an atomic upsert, so concurrent batches (threads, processes, hosts)
+# never lose an increment (principals/throttling.py batches them).
 # Portable: PostgreSQL and SQLite >= 3.35 both support ON CONFLICT ... RETURNING.
-RATE_COUNTER_HIT = """
+RATE_COUNTER_ADD = """
 INSERT INTO principals_ratecounter (key, window_start, count)
-VALUES (%(key)s, %(window_start)s, 1)
-ON CONFLICT (key, window_start) DO UPDATE SET count = principals_ratecounter.count + 1
+VALUES (%(key)s, %(window_start)s, %(n)s)
+ON CONFLICT (key, window_start) DO UPDATE SET count = principals_ratecounter.count + EXCLUDED.count
 RETURNING count
 """
 

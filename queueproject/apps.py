@@ -18,3 +18,23 @@ class QueueProjectConfig(AppConfig):
         )
         # Registers the <api_id:…> path converter before any URLconf loads.
         from queueproject import ids  # noqa: F401
+
+        _runserver_for_concurrent_clients()
+
+
+def _runserver_for_concurrent_clients() -> None:
+    """Two settings of ``manage.py runserver`` (``make run``) that concurrent
+    API clients need (bench/README.md, "The REST API under load"):
+
+    - it writes each response in several small sends (status line, headers,
+      body: wsgiref); with Nagle's algorithm on, every send after the first
+      waits for the client's delayed ACK, about 40 ms per response on Linux,
+      most of a request's time there. TCP_NODELAY sends them at once (uvicorn
+      sets it already);
+    - its listen backlog is 10: dozens of clients connecting at once overflow
+      it, and the kernel then drops or resets some of their connections.
+      uvicorn's is 2048; 128 is enough here."""
+    from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer
+
+    WSGIRequestHandler.disable_nagle_algorithm = True
+    WSGIServer.request_queue_size = max(WSGIServer.request_queue_size, 128)

@@ -93,12 +93,22 @@ class Unavailable(DomainError):
 
 def _unavailable(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]]:
     """A database that refuses or drops connections (too many clients, a
-    restart, a pool exhausted, SQLite's busy timeout): 503, never 500; the
-    next request reconnects (Django drops a broken connection at the
-    request's end)."""
+    restart, SQLite's busy timeout) or a web process whose connection pool
+    had no connection free within ``DB_POOL_TIMEOUT``: 503, never 500, with
+    ``Retry-After`` (also in ``details``). Nothing to undo: the next request
+    reconnects (Django drops a broken connection at the request's end) or
+    gets a connection once the pool has one free."""
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    logger.warning("database unavailable: %s", first_line)
-    body = envelope(Unavailable.code, "The database is unavailable; retry shortly.")
+    exhausted = type(exc.__cause__).__name__ == "PoolTimeout"  # psycopg_pool's, wrapped by Django
+    logger.warning("database %s: %s", "pool exhausted" if exhausted else "unavailable", first_line)
+    message = (
+        "No database connection came free in time (the server is busy or the "
+        "database unreachable); retry shortly."
+        if exhausted
+        else "The database is unavailable; retry shortly."
+    )
+    retry_after = int(Unavailable.headers["Retry-After"])
+    body = envelope(Unavailable.code, message, {"retry_after_seconds": retry_after})
     return Unavailable.status_code, body, dict(Unavailable.headers)
 
 

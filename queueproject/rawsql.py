@@ -99,6 +99,8 @@ def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> N
     are affected: Django's own are not prepared."""
     if connection.vendor != "postgresql" or not product_settings().queue_prepared_statements:
         return
+    if connection.connection.prepare_threshold == NEVER_AUTOMATICALLY:
+        return  # a pooled connection set up at an earlier checkout: its session kept the SET
     connection.connection.prepare_threshold = NEVER_AUTOMATICALLY
     with connection.cursor() as cur:  # Django's own: SET cannot be prepared
         cur.execute("SET plan_cache_mode = force_generic_plan")

@@ -31,7 +31,10 @@ ERROR_RESPONSES = {
     403: error("permission_denied: visible but not allowed"),
     404: error("not_found / collection_not_found"),
     429: error("throttled (Retry-After) / queue_full"),
-    503: error("unavailable: the database cannot be reached now (Retry-After)"),
+    503: error(
+        "unavailable: the database cannot be reached now, or no pooled connection "
+        "is free (Retry-After)"
+    ),
 }
 
 

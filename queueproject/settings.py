@@ -5,6 +5,7 @@ SECRET_KEY (a development default, refused when DEBUG is off), DEBUG, ALLOWED_HO
 Product settings with their types and defaults live in ``queueproject.conf``.
 """
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,19 @@ TEMPLATES = [
 ]
 
 # --- Databases -------------------------------------------------------------
+
+
+def web_process() -> bool:
+    """Whether this process serves HTTP: ``manage.py runserver``, or a server
+    that loads ``queueproject.asgi`` / ``queueproject.wsgi`` (uvicorn,
+    gunicorn), which read these settings while that module is being imported.
+    ``QUEUE_WEB_PROCESS`` (on/off) overrides the guess."""
+    if "QUEUE_WEB_PROCESS" in env:
+        return bool(env.bool("QUEUE_WEB_PROCESS"))
+    entry_points = {"queueproject.asgi", "queueproject.wsgi"}
+    return sys.argv[1:2] == ["runserver"] or not entry_points.isdisjoint(sys.modules)
+
+
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
 }
@@ -101,8 +115,31 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db.setdefault("TEST", {})["NAME"] = str(BASE_DIR / ".test-db.sqlite3")
 elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"):
     _db["ENGINE"] = "django.db.backends.postgresql"
-    _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
     _db["CONN_HEALTH_CHECKS"] = True
+    # The web process's connections (issue 21). Its request threads come and
+    # go (runserver: one per client connection; uvicorn: one per request, from
+    # asgiref's ThreadSensitiveContext), so a connection kept per thread
+    # (CONN_MAX_AGE) outlives its thread until the garbage collector finds it,
+    # and they pile up until PostgreSQL refuses everyone. A web process
+    # borrows from one psycopg pool per process instead: at most
+    # DB_POOL_MAX_SIZE connections, a request waits up to DB_POOL_TIMEOUT
+    # seconds for one, then answers 503 `unavailable` (queueproject/exceptions.py).
+    # Workers and other commands keep one persistent connection per long-lived
+    # thread (CONN_MAX_AGE), bounded by their thread counts.
+    DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
+    DB_POOL_TIMEOUT = env.float("DB_POOL_TIMEOUT", default=10.0)
+    if not web_process():
+        _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
+    elif DB_POOL_MAX_SIZE > 0:
+        _db["CONN_MAX_AGE"] = 0  # the pool keeps them (Django refuses both)
+        _db.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(2, DB_POOL_MAX_SIZE),
+            "max_size": DB_POOL_MAX_SIZE,
+            "timeout": DB_POOL_TIMEOUT,
+            "name": "web",
+        }
+    else:  # no pool: a connection per request, closed at its end
+        _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Covering indexes (INCLUDE) serve PostgreSQL; SQLite ignores the extra columns.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]

@@ -8,7 +8,8 @@ while it waits:
 
 * database work runs through :func:`run_sync`, on this module's bounded thread
   pool (``SSE_DB_THREADS``, default 8): a thousand listeners share those
-  threads and their connections (kept per ``CONN_MAX_AGE``), one per thread;
+  threads, which borrow from the web process's connection pool per call
+  (without a pool: one connection kept per thread);
 * wake-ups come from :mod:`queueproject.notify` (PostgreSQL LISTEN/NOTIFY, one
   LISTEN connection per process) bridged onto the event loop by
   :class:`Wakeup`; where LISTEN is unavailable (SQLite, poolers) the waiter
@@ -166,15 +167,20 @@ def _pool_size() -> int:
 
 
 def _with_connection_hygiene(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    # These threads live outside Django's request cycle, and their connections
-    # stay open across calls (SSE_DB_THREADS per process at most: reconnecting
-    # per fetch would cost more than the fetch). Drop one that broke, as
+    # These threads live outside Django's request cycle. A pooled connection
+    # (the web process's pool, settings.py) goes back to the pool after each
+    # call, so these threads never sit on connections the requests need.
+    # Without a pool their connections stay open across calls
+    # (SSE_DB_THREADS per process at most: reconnecting per fetch would cost
+    # more than the fetch); one that broke is dropped, as
     # close_old_connections would at the next request.
     try:
         return fn(*args, **kwargs)
     finally:
         for conn in connections.all(initialized_only=True):
-            if conn.errors_occurred:
+            if getattr(conn, "pool", None) is not None:
+                conn.close()
+            elif conn.errors_occurred:
                 if conn.is_usable():
                     conn.errors_occurred = False
                 else:
@@ -210,6 +216,10 @@ def release_request_thread() -> None:
         return
     executor = SyncToAsync.context_to_thread_executor.pop(context, None)
     if executor is not None:
+        # The thread's connections die with it otherwise: a pooled one would
+        # never go back to its pool, a persistent one would stay open until
+        # the garbage collector finds it.
+        executor.submit(connections.close_all)
         executor.shutdown(wait=False)
 
 

@@ -122,3 +122,13 @@ def _stop_listener():
     from queueproject import notify
 
     notify.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counts():
+    """Every test starts with no request counted in this process (the
+    throttle keeps counts in memory; the test's database rows roll back)."""
+    from principals import throttling
+
+    throttling.reset()
+    yield
