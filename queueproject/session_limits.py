@@ -48,14 +48,16 @@ def apply_session_limits(sender: Any = None, connection: Any = None, **kwargs: A
 
 
 def name_connections(name: str) -> None:
-    """Name this process's PostgreSQL connections opened from now on,
-    ``application_name`` (libpq's PGAPPNAME, so the LISTEN connection too),
-    unless the environment names them already; those open now are closed
-    (they reopen named). Call at a worker's start, before its threads."""
+    """Name this process's PostgreSQL connections, ``application_name``:
+    those opened from now on through libpq's PGAPPNAME (the LISTEN
+    connection too), those open now with a SET; unless the environment names
+    them already. Call at a worker's start, before its threads."""
     if "PGAPPNAME" in os.environ:
         return
-    os.environ["PGAPPNAME"] = name[:APPLICATION_NAME_MAX]
-    connections.close_all()
+    os.environ["PGAPPNAME"] = name = name[:APPLICATION_NAME_MAX]
+    for conn in connections.all(initialized_only=True):
+        if conn.vendor == "postgresql" and conn.connection is not None:
+            rawsql.fetch_one(sql.APPLICATION_NAME, {"name": name}, using=conn.alias)
 
 
 def install_session_limits() -> None:
