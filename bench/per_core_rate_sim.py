@@ -21,7 +21,8 @@ samples the depth (ready + claimed). At the end it reports:
 - CPU, as cores (CPU seconds / wall seconds): this process (the producers),
   the worker, and the PostgreSQL backends serving both (``/proc/<pid>/stat``
   of the backends of this database; the server's WAL writer, checkpointer
-  and autovacuum are not counted); and CPU per message in microseconds.
+  and autovacuum are not counted); and CPU per message in microseconds;
+- WAL bytes per message (the server's, so an upper bound on a shared server).
 
 10^8 messages a day are 1,157/s on average and ~11,600/s at a tenfold peak;
 ``docs/scale-plan.md`` divides the peak by the cores of a deployment and runs
@@ -86,6 +87,27 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def wait_ready(worker_id: str, timeout: float = 120.0) -> None:
+    """Until the worker's registry row names its queue (it serves it)."""
+    from queueproject.models import WorkerProcess
+
+    deadline = time.monotonic() + timeout
+    while not WorkerProcess.objects.filter(id=worker_id).exclude(queues=[]).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker did not start")
+        time.sleep(0.2)
+    time.sleep(1.0)  # its first claims and LISTEN
+
+
+def wal_lsn() -> int:
+    """The server's current WAL position, in bytes."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+        return int(cursor.fetchone()[0])
 
 
 class Backends:
@@ -161,8 +183,9 @@ def main() -> None:
          "--concurrency", str(a.concurrency), "--batch", str(a.batch), "--worker-id", "sim"],
         cwd=ROOT, env=env_for(PG_URL), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    time.sleep(3)  # the worker's start-up is not part of the hot path
+    wait_ready("sim")  # the worker's start-up is not part of the hot path
     load = os.getloadavg()[0]
+    wal0 = wal_lsn()
     backends = Backends()
     backends.sample()
     me0, worker0 = cpu_seconds(os.getpid()), cpu_seconds(worker.pid)
@@ -185,6 +208,7 @@ def main() -> None:
         cpu_seconds(worker.pid) - worker0,
         backends.used(),
     )
+    wal = wal_lsn() - wal0
     end_depth = depths[-1] if depths else 0
     total = sum(sent)
     acked = total - end_depth
@@ -201,6 +225,10 @@ def main() -> None:
         f"{(me + work + db) / max(total, 1) * 1e6:,.0f} µs "
         f"(producers {me / max(total, 1) * 1e6:,.0f}, worker {work / max(total, 1) * 1e6:,.0f}, "
         f"postgres {db / max(total, 1) * 1e6:,.0f})")  # fmt: skip
+    log(
+        f"WAL {wal / max(total, 1):,.0f} bytes per message (the whole server's WAL over the "
+        f"run: an upper bound when other databases are busy)"
+    )
     keeps_up = total >= 0.97 * a.rate * a.seconds and end_depth <= 4 * a.batch * a.concurrency
     log("keeps up" if keeps_up else "DOES NOT keep up")
 

@@ -14,24 +14,26 @@ when missing) in the database ``worker_pgbench``.
     messages drained by ``--workers`` ``queue_worker --until-empty``
     processes (``--concurrency`` slots each, the trigger's batch
     ``--batch``), once under one shared trigger (a consumer per app) and once
-    under a plain trigger (one consumer), interleaved ``--runs`` times.
+    under a plain trigger (one consumer), interleaved ``--runs`` times (the
+    order alternates from run to run).
     Reported per scenario: the drain rate (messages / the slowest worker's
     own ``seconds``), the shared/plain ratio, the most connections each
     worker had open (``pg_stat_activity`` by its application name, sampled
     every 50 ms), the most threads (``/proc/<pid>/task``), and the p50/p99 of
     ``GET /api/groups/scale/queues/jobs/stats/`` sent back to back by one
-    client to a uvicorn process meanwhile (and with nothing running).
+    client to a uvicorn process meanwhile (and with nothing running, and with
+    the messages waiting but no worker).
 (b) ceiling: for 1, 2 and 4 clients, pgbench's ``claim100_ack_delete``
-    (claim 100 rows in one statement, delete them in another) and then as
-    many ``queue_worker --handler noop --batch 100 --concurrency 1`` processes
-    draining ``--ceiling-messages``: the workers' rate as a share of pgbench's.
+    (claim 100 rows in one statement, delete them in another: 2 commits per
+    100 messages) over ``--ceiling-messages``, and then as many ``queue_worker
+    --handler noop --batch 100 --concurrency 1`` processes draining as many
+    messages: the workers' rate as a share of pgbench's.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -94,6 +96,9 @@ def setup_django(url: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per stats request
 
 
 def tenants(apps: int) -> None:
@@ -322,10 +327,15 @@ def bench_scale(a: argparse.Namespace) -> dict[str, Any]:
         result["stats_idle"] = idle.summary()
         args = ["--concurrency", str(a.concurrency)]
         for run in range(a.runs):
-            for scenario in ("plain", "shared"):
+            order = ("plain", "shared") if run % 2 == 0 else ("shared", "plain")
+            for scenario in order:
                 queue = fresh_queue(shared=scenario == "shared", batch=a.batch,
                                     concurrency=a.concurrency)  # fmt: skip
                 enqueue_n(queue, a.messages)
+                if run == 0 and scenario == "plain":
+                    waiting = probe_for(5, web, token)
+                    log(f"stats with {a.messages:,} waiting, no worker: {waiting.summary()}")
+                    result["stats_waiting"] = waiting.summary()
                 probe = StatsProbe(web.url, token)
                 prober = threading.Thread(target=probe.run)
                 prober.start()
@@ -354,14 +364,22 @@ def bench_scale(a: argparse.Namespace) -> dict[str, Any]:
 # --- (b) against the pgbench ceiling ---------------------------------------------------
 
 
-def pgbench_ceiling(peers: Path, clients: int) -> float:
-    """pgbench's claim100_ack_delete messages/s at ``clients`` clients (one run)."""
-    script = peers / "peers" / "pgbench_ceiling.py"
-    env = dict(os.environ, BENCH_DB="worker_pgbench")
-    subprocess.run([PY, str(script), "--only", "claim100_ack_delete", "--clients", str(clients),
-                    "--runs", "1"], env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-    results = json.loads((peers / "peers" / "results" / "pgbench-ceiling.json").read_text())
-    return float(results["scenarios"][f"claim100_ack_delete@c{clients}"]["msg_per_s"]["median"])
+def pgbench_ceiling(peers: Path, clients: int, total: int) -> float:
+    """pgbench's claim100_ack_delete messages/s at ``clients`` clients, over
+    ``total`` messages from a freshly filled, vacuumed and checkpointed table
+    (``pgbench_ceiling.py``'s own ``fill`` and ``pgbench``; its database
+    ``worker_pgbench``)."""
+    os.environ["BENCH_DB"] = "worker_pgbench"
+    sys.path.insert(0, str(peers / "peers"))
+    import pgbench_ceiling as ceiling  # type: ignore[import-not-found]  # the shared harness
+
+    subprocess.run(["psql", *ceiling.CONN, "-X", "-q", "-d", "postgres", "-c",
+                    "CREATE DATABASE worker_pgbench"], stderr=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    ceiling.fill(total + 50_000)
+    run = ceiling.pgbench("claim100_ack_delete.sql", clients, t=max(1, total // 100 // clients),
+                          timeout=3600)  # fmt: skip
+    return float(run["tps"]) * 100
 
 
 def bench_ceiling(a: argparse.Namespace) -> dict[str, Any]:
@@ -371,7 +389,7 @@ def bench_ceiling(a: argparse.Namespace) -> dict[str, Any]:
     tenants(a.apps)
     out: dict[str, Any] = {}
     for clients in (1, 2, 4):
-        ceiling = pgbench_ceiling(peers, clients)
+        ceiling = pgbench_ceiling(peers, clients, a.ceiling_messages)
         queue = fresh_queue(shared=False, batch=100, concurrency=1, name="plain")
         enqueue_n(queue, a.ceiling_messages)
         d = drain(a.ceiling_messages, clients, ["--queue", f"{GROUP}/plain", "--handler", "noop",
