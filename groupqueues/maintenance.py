@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
 from groupqueues import services, tally
 from groupqueues.services import history
@@ -124,10 +124,3 @@ class Maintenance(Runner):
         )
         if released is FAILED:
             logger.warning("could not resign maintenance leadership; the lease expires")
-
-    def run_in_thread(self) -> None:
-        """``run()`` for a worker's maintenance thread (closes its connections)."""
-        try:
-            self.run()
-        finally:
-            connections.close_all()

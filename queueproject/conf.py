@@ -40,6 +40,9 @@ class ProductSettings:
     health_leader_max_age: float = 60.0
     health_require_leader: bool = True
     metrics_dead_refresh_seconds: float = 60.0
+    # The worker's slots and its connection budget (README, "Database connections").
+    worker_concurrency: int = 4
+    worker_max_connections: int = 32
 
 
 @functools.cache
@@ -76,6 +79,12 @@ def product_settings() -> ProductSettings:
         health_leader_max_age=getattr(dj, "HEALTH_LEADER_MAX_AGE", 60.0),
         health_require_leader=getattr(dj, "HEALTH_REQUIRE_LEADER", True),
         metrics_dead_refresh_seconds=getattr(dj, "QUEUE_METRICS_DEAD_REFRESH_SECONDS", 60.0),
+        # Slot threads of a queue_worker without --concurrency, whatever the
+        # number of consumers it serves.
+        worker_concurrency=int(getattr(dj, "QUEUE_WORKER_CONCURRENCY", 4)),
+        # A queue_worker whose settings need more database connections than
+        # this refuses to start (0: no limit).
+        worker_max_connections=int(getattr(dj, "QUEUE_WORKER_MAX_CONNECTIONS", 32)),
     )
 
 

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.db import (
     DatabaseError,
@@ -91,7 +91,11 @@ class Runner:
         """False ends the loop (subclasses add --max-messages, --until-empty, ...)."""
         return not self.stopping.is_set()
 
+    def prepare(self) -> None:
+        """Called once before the first tick (subclasses: start-up work)."""
+
     def run(self) -> None:
+        self.prepare()
         guard = Resilient(self.stopping, type(self).__name__)
         while self.should_continue():
             close_old_connections()
@@ -107,6 +111,59 @@ class Runner:
 
 
 FAILED = object()  # what Resilient.turn returns when the turn raised
+
+
+class Loop(Protocol):
+    """What ``Interleaved`` runs: a ``Runner``, or anything with its hooks."""
+
+    @property
+    def idle_timeout(self) -> float: ...
+    def prepare(self) -> None: ...
+    def tick(self) -> bool: ...
+    def request_stop(self) -> None: ...
+    def on_stop(self) -> None: ...
+
+
+class Interleaved:
+    """Several loops on one thread, each ticked when due: again at once while
+    its ``tick`` returns True, else after its ``idle_timeout``. A worker's
+    main thread runs maintenance, the scheduler, the outbox relay and the
+    registry heartbeat this way: one thread and one database connection
+    instead of four. Each loop's turns have their own ``Resilient`` guard (a
+    lost connection is logged and backed off; the backoff sleeps the thread,
+    so the other loops wait that long too, as they would for the database).
+    A slow tick delays the others by as long: the loops put together must
+    all be short (statements, in-database deliveries)."""
+
+    def __init__(self, loops: list[Loop], stopping: threading.Event) -> None:
+        self.loops = loops
+        self._due = [0.0] * len(loops)
+        self._guards = [Resilient(stopping, type(loop).__name__) for loop in loops]
+
+    def prepare(self) -> None:
+        for loop in self.loops:
+            loop.prepare()
+
+    def turn(self) -> float:
+        """Tick every loop that is due; seconds until the next one is."""
+        for i, loop in enumerate(self.loops):
+            if self._due[i] <= time.monotonic():
+                busy = self._guards[i].turn(loop.tick)
+                self._due[i] = time.monotonic() + (0.0 if busy is True else loop.idle_timeout)
+        return self.next_due()
+
+    def next_due(self) -> float:
+        """Seconds until the next loop is due (an hour without loops)."""
+        return max(0.0, min(self._due, default=time.monotonic() + 3600.0) - time.monotonic())
+
+    def stop(self) -> None:
+        """``request_stop`` and ``on_stop`` each loop (resign, deregister)."""
+        for loop in self.loops:
+            loop.request_stop()
+            try:
+                loop.on_stop()
+            except Exception:  # the others still stop
+                logger.exception("stopping %s failed", type(loop).__name__)
 
 
 def drop_connections() -> None:

@@ -6,10 +6,15 @@ TIMEOUT_MS``, default 60 s) and ``statement_timeout``
 a handler stuck inside a transaction cannot hold back the xmin horizon (and
 the vacuum of every queue table) for longer than that: the server ends its
 session and the worker's reconnect logic takes over. Web processes keep the
-server's defaults."""
+server's defaults.
+
+``name_connections`` names a worker's connections (``application_name`` in
+``pg_stat_activity``), so that an operator sees whose they are and counts
+them per process."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +26,7 @@ from queueproject import rawsql, sql
 DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
 DEFAULT_STATEMENT_TIMEOUT_MS = 300_000
 DISPATCH_UID = "queueproject.session_limits"
+APPLICATION_NAME_MAX = 63  # PostgreSQL's NAMEDATALEN - 1
 
 
 def limits() -> tuple[int, int]:
@@ -39,6 +45,19 @@ def apply_session_limits(sender: Any = None, connection: Any = None, **kwargs: A
     idle, statement = limits()
     params = {"idle": f"{max(idle, 0)}ms", "statement": f"{max(statement, 0)}ms"}
     rawsql.fetch_one(sql.SESSION_LIMITS, params, using=connection.alias)
+
+
+def name_connections(name: str) -> None:
+    """Name this process's PostgreSQL connections, ``application_name``:
+    those opened from now on through libpq's PGAPPNAME (the LISTEN
+    connection too), those open now with a SET; unless the environment names
+    them already. Call at a worker's start, before its threads."""
+    if "PGAPPNAME" in os.environ:
+        return
+    os.environ["PGAPPNAME"] = name = name[:APPLICATION_NAME_MAX]
+    for conn in connections.all(initialized_only=True):
+        if conn.vendor == "postgresql" and conn.connection is not None:
+            rawsql.fetch_one(sql.APPLICATION_NAME, {"name": name}, using=conn.alias)
 
 
 def install_session_limits() -> None:

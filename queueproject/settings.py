@@ -232,6 +232,11 @@ QUEUE_WORKER_POLL_INTERVAL = env.float("QUEUE_WORKER_POLL_INTERVAL", default=0.5
 QUEUE_WORKER_GRACE_SECONDS = env.float("QUEUE_WORKER_GRACE_SECONDS", default=30.0)
 QUEUE_MAINTENANCE_INTERVAL = env.float("QUEUE_MAINTENANCE_INTERVAL", default=10.0)
 QUEUE_MAINTENANCE_LEASE_TTL = env.float("QUEUE_MAINTENANCE_LEASE_TTL", default=30.0)
+# A worker's slot threads (its --concurrency by default) and the most database
+# connections its settings may need before it refuses to start (README,
+# "Database connections"; 0: no limit).
+QUEUE_WORKER_CONCURRENCY = env.int("QUEUE_WORKER_CONCURRENCY", default=4)
+QUEUE_WORKER_MAX_CONNECTIONS = env.int("QUEUE_WORKER_MAX_CONNECTIONS", default=32)
 
 # Django's Tasks API (django-tasks on Django 5.2, django.tasks on Django >= 6):
 # tasks become messages of queues of the group TASKS_GROUP (one collection per

@@ -41,3 +41,7 @@ SESSION_LIMITS = """
 SELECT set_config('idle_in_transaction_session_timeout', %(idle)s, false),
        set_config('statement_timeout', %(statement)s, false)
 """
+
+# A worker names its open connections (pg_stat_activity.application_name;
+# ``queueproject.session_limits.name_connections``).
+APPLICATION_NAME = "SELECT set_config('application_name', %(name)s, false)"

@@ -2,7 +2,9 @@
 process keeps one ``WorkerProcess`` row alive (SPEC-free operations view;
 issue 16 point 3).
 
-A ``Registration`` runs in a daemon thread of the process: it writes the row
+A ``Registration`` runs in a daemon thread of the process (``start``/``stop``),
+or as a loop another thread ticks (``runner.Interleaved``: the queue worker's
+main thread, to spend no thread and connection on it): it writes the row
 at start, heartbeats it every ``QUEUE_WORKER_HEARTBEAT_SECONDS`` with the
 process's current counts (a callable the process hands in), deletes rows of
 any process not seen for ``QUEUE_WORKER_EXPIRE_SECONDS`` (a crashed process
@@ -136,6 +138,31 @@ class Registration:
         expired = workers_expire()
         if expired:
             logger.info("expired %d stale worker row(s)", expired)
+
+    # --- as a loop of runner.Interleaved (the queue worker's main thread) -------------
+    @property
+    def idle_timeout(self) -> float:
+        return self.interval
+
+    def prepare(self) -> None:
+        """Nothing to prepare (the first tick writes the row)."""
+
+    def tick(self) -> bool:
+        if self.enabled:
+            self.beat()
+        return False
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    def on_stop(self) -> None:
+        """Delete the row (a few quick tries), when the loop's ticks wrote it."""
+        if self.enabled and self._thread is None:
+            call_resilient(
+                lambda: worker_deregister(id=self.worker_id),
+                label="worker deregister",
+                attempts=DEREGISTER_ATTEMPTS,
+            )
 
     def _run(self) -> None:
         guard = Resilient(self.stopping, "worker registry")

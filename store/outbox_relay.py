@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import InterfaceError, OperationalError, connections, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F, QuerySet
 
 from queueproject import clock
@@ -271,10 +271,3 @@ class OutboxRelay(Runner):
         if time.monotonic() - self._pruned >= PRUNE_EVERY:
             self._pruned = time.monotonic()
             outbox_prune_done()
-
-    def run_in_thread(self) -> None:
-        """``run()`` for a worker's relay thread (closes its connections)."""
-        try:
-            self.run()
-        finally:
-            connections.close_all()

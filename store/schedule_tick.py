@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
 from queueproject.leases import Leadership
 from queueproject.runner import FAILED, Runner, call_resilient
@@ -62,13 +62,12 @@ class Scheduler(Runner):
         self.fired = 0
         self._pruned_at = -math.inf
 
-    def run(self) -> None:
-        """Sync the schedules declared in code (QUEUE_SCHEDULES), then loop."""
+    def prepare(self) -> None:
+        """Sync the schedules declared in code (QUEUE_SCHEDULES) before the loop."""
         synced = call_resilient(schedules_sync_declared, label="declared schedules",
                                 attempts=RESIGN_ATTEMPTS)  # fmt: skip
         if synced is FAILED:
             logger.warning("could not sync QUEUE_SCHEDULES; firing the stored schedules")
-        super().run()
 
     def leads(self) -> bool:
         """Whether this process leads, renewing or trying the lease every third
@@ -119,10 +118,3 @@ class Scheduler(Runner):
         )
         if released is FAILED:
             logger.warning("could not resign scheduler leadership; the lease expires")
-
-    def run_in_thread(self) -> None:
-        """``run()`` for a worker's scheduler thread (closes its connections)."""
-        try:
-            self.run()
-        finally:
-            connections.close_all()

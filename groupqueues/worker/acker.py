@@ -1,5 +1,6 @@
 """The acker thread: batched completion of what the slots could not ack
-with their next claim, and the counting and logging of what they did."""
+with their next claim, and the counting and logging of what they did. The
+lease heartbeat rides on it (``each_round``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import DatabaseError, connections
@@ -39,13 +41,17 @@ class Acker:
     last round (up to 500 per collection) goes in one ``message_ack_batch``.
     Until acked, a message stays claimed; a crash leaves it to its lease. It
     also counts and logs the acks the slots made themselves (``Settled``), so
-    a slot's next batch does not wait for a hundred log lines."""
+    a slot's next batch does not wait for a hundred log lines.
+    ``each_round`` is called after every round (at least every IDLE seconds):
+    the worker's lease heartbeat, so that it needs no thread and no database
+    connection of its own."""
 
     ROUND = 500
     IDLE = 0.05  # seconds
 
-    def __init__(self, outcomes: Outcomes) -> None:
+    def __init__(self, outcomes: Outcomes, *, each_round: Callable[[], None] | None = None) -> None:
         self.outcomes = outcomes
+        self.each_round = each_round
         self.pending: queue.SimpleQueue[list[Ack] | Settled | None] = queue.SimpleQueue()
         self.done = threading.Event()
 
@@ -64,6 +70,8 @@ class Acker:
             while not (closing and not backlog):
                 closing = self._collect(backlog) or closing
                 backlog = self._flush(backlog)
+                if self.each_round is not None:
+                    self.each_round()
         finally:
             connections.close_all()
             self.done.set()

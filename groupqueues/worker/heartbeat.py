@@ -1,5 +1,6 @@
-"""The heartbeat thread: lease extension for the messages the slots hold,
-and ``InFlight``, the slots' record of what they hold that it reads."""
+"""The lease heartbeat: extension of the leases of the messages the slots
+hold (run on the acker thread, ``Heartbeat.tick`` each round), and
+``InFlight``, the slots' record of what they hold that it reads."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
 from groupqueues import services
 from groupqueues.exceptions import LeaseLost
@@ -79,27 +80,29 @@ class InFlight:
 
 
 class Heartbeat:
-    """Extends held leases every third of their visibility timeout, until
-    ``stopping`` is set and no slot is busy any more. A lost connection is
-    dropped and the extension retried at the next tick."""
+    """Extends held leases every third of their visibility timeout. ``tick``
+    is called by the thread that runs it (the acker's, each round: no thread
+    or connection of its own) and looks at most every HEARTBEAT_TICK. A lost
+    connection is dropped and the extension retried at the next look."""
 
-    def __init__(self, *, in_flight: InFlight, stopping: threading.Event) -> None:
-        self.in_flight, self.stopping = in_flight, stopping
+    def __init__(self, *, in_flight: InFlight) -> None:
+        self.in_flight = in_flight
+        self._looked_at = 0.0
 
-    def run(self) -> None:
-        while not (self.stopping.is_set() and self.in_flight.idle()):
-            time.sleep(HEARTBEAT_TICK)
-            now = time.monotonic()
-            for batch in self.in_flight.due(now):
-                batch.extended_at = now
-                try:
-                    self._extend(batch)
-                except DatabaseError as exc:  # retried at the next tick
-                    logger.warning("heartbeat: database unavailable (%s); retrying", exc)
-                    drop_connections()
-                except Exception:  # never let the heartbeat die
-                    logger.exception("heartbeat failed")
-        connections.close_all()
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now - self._looked_at < HEARTBEAT_TICK:
+            return
+        self._looked_at = now
+        for batch in self.in_flight.due(now):
+            batch.extended_at = now
+            try:
+                self._extend(batch)
+            except DatabaseError as exc:  # retried at the next look
+                logger.warning("heartbeat: database unavailable (%s); retrying", exc)
+                drop_connections()
+            except Exception:  # never let the heartbeat die
+                logger.exception("heartbeat failed")
 
     def _extend(self, batch: Batch) -> None:
         for message in list(batch.held.values()):

@@ -158,9 +158,11 @@ class Outcomes:
         (worker id, error) needs escaping."""
         if logger.isEnabledFor(logging.INFO):
             tail = f', "error": {json.dumps(error)}}}' if error is not None else "}"
+            # The consuming app (a shared trigger's consumer); a slug needs no escaping.
+            app = f'"app": "{lane.app_slug}", ' if lane.app_slug is not None else ""
             line = (
                 f'{{"event": "message", "outcome": "{outcome}", "id": "{message.id}", '
-                f'"queue": "{lane.queue}", "handler": {json.dumps(lane.handler_name)}, '
+                f'"queue": "{lane.queue}", "handler": {json.dumps(lane.handler_name)}, {app}'
                 f'"attempt": {message.attempt}, "duration_ms": {duration:.3f}, '
                 f'"worker": {self._worker_json}{tail}'
             )

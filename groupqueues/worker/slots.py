@@ -1,18 +1,21 @@
-"""The slot loop: what each of a lane's ``concurrency`` slot threads runs.
+"""The slot loop: what each of a worker's ``concurrency`` slot threads runs.
 
-A slot claims up to ``batch`` messages in one statement, runs the handler on
-each in turn, nacks (backoff) or fails each failure at once, and acks the
-successes together with its next claim (one statement,
-``message_ack_batch_and_claim``). Successes it cannot ack that way (slow
-handlers, a stop, the end of ``--max-messages``, a lost connection) go to
-the acker. When stopping a slot releases the messages it has not started
-(attempt not spent). Idle slots sleep on the collection's LISTEN/NOTIFY
-channel (or poll).
+A slot takes a due rotation (the consumers of a collection that claim alike)
+from the lane pool (``pool``), claims up to ``batch`` messages in one
+statement, runs the handler on each as the rotation's next consumer in turn
+(``lanes.Rotation``), nacks (backoff) or fails each failure at once, and acks
+the successes together with its next claim (one statement,
+``message_ack_batch_and_claim``), whose messages go to the next consumer in
+turn. Successes it cannot ack that way (slow handlers, a stop, the end of
+``--max-messages``, a lost connection, another rotation's turn) go to the
+acker. When stopping a slot releases the messages it has not started
+(attempt not spent). Idle slots wait in the pool (LISTEN/NOTIFY or polling).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,11 +29,9 @@ from groupqueues.worker.acker import Ack, Acker, Settled
 from groupqueues.worker.heartbeat import Batch, InFlight
 from groupqueues.worker.lanes import Lane
 from groupqueues.worker.outcomes import Outcomes
-from queueproject import notify
+from groupqueues.worker.pool import LanePool, Turn
 from queueproject.runner import Resilient
 
-IDLE_RECHECK = 1.0  # seconds: an idle slot re-checks at least this often (delayed messages)
-UNTIL_EMPTY_RECHECK = 0.05  # seconds: how often an idle slot re-checks with --until-empty
 ACK_FLUSH_EVERY = 0.1  # seconds: successes wait at most this long for the batch to end
 
 
@@ -58,9 +59,10 @@ class Budget:
 class SlotLoop:
     """Runs slots (``run`` is a slot thread's target) for one worker, whose
     parts it shares: ``stopping`` ends every slot, ``request_stop`` is called
-    when the budget is spent or, with ``until_empty``, nothing is left.
-    ``handlers`` maps the handler names of the lanes run to their handlers
-    (the supervisor fills it before starting a lane's slots)."""
+    when the budget is spent or, with ``until_empty``, nothing is left;
+    ``pool`` says which collection to claim from next. ``handlers`` maps the
+    handler names of the lanes run to their handlers (the supervisor fills it
+    before it gives the pool their lanes)."""
 
     def __init__(
         self,
@@ -73,58 +75,53 @@ class SlotLoop:
         in_flight: InFlight,
         acker: Acker,
         outcomes: Outcomes,
+        pool: LanePool,
     ) -> None:
         self.worker_id, self.until_empty = worker_id, until_empty
         self.stopping, self.request_stop = stopping, request_stop
         self.budget, self.in_flight, self.acker, self.outcomes = budget, in_flight, acker, outcomes
+        self.pool = pool
         self.handlers: dict[str, Handler] = {}
-        self._subs: list[notify.Subscription] = []
 
-    def wake_all(self) -> None:
-        """Wake the idle slots now (to see a stop)."""
-        for sub in list(self._subs):
-            sub.event.set()
-
-    def run(self, lane: Lane, lane_stop: threading.Event) -> None:
-        """Claim and handle until stopped; survive a lost database connection."""
-        sub = notify.subscribe(lane.collection.wake_channel)
-        self._subs.append(sub)
-        guard = Resilient(self.stopping, f"slot {lane}", survive_all=True)
+    def run(self) -> None:
+        """Claim and handle, a due collection at a time, until stopped;
+        survive a lost database connection."""
+        guard = Resilient(self.stopping, f"slot {threading.current_thread().name}",
+                          survive_all=True)  # fmt: skip
         try:
-            while not (self.stopping.is_set() or lane_stop.is_set()):
-                worked = guard.turn(lambda: self._turn(lane))
+            while (turn := self.pool.take(self.stopping)) is not None:
+                worked = guard.turn(functools.partial(self._turn, turn))
+                self.pool.done(turn, worked=worked is not False)
                 if worked is False:
-                    self._idle(sub)
+                    self._idle()
         finally:
-            self._subs.remove(sub)
-            sub.close()
             connections.close_all()  # this thread's connections
 
-    def _idle(self, sub: notify.Subscription) -> None:
-        """Nothing was claimable: end on --until-empty once no slot holds work,
-        otherwise sleep until notified (or the re-check time)."""
-        if not self.until_empty:
-            sub.wait(IDLE_RECHECK)
-        elif self.in_flight.idle():
+    def _idle(self) -> None:
+        """Nothing was claimable: with --until-empty, end once every
+        collection came back empty and no slot holds work."""
+        if self.until_empty and self.in_flight.idle() and self.pool.all_empty():
             self.request_stop()
-        else:
-            sub.wait(UNTIL_EMPTY_RECHECK)
 
-    def _turn(self, lane: Lane) -> bool:
-        """Claim one batch and handle it. False when nothing was claimed."""
-        wanted = self.budget.take(lane.batch)
+    def _turn(self, turn: Turn) -> bool:
+        """Claim one batch for the rotation and handle it as its next
+        consumer in turn (and the chain after it). False when nothing was
+        claimed."""
+        rotation = turn.rotation
+        wanted = self.budget.take(rotation.batch)
         if not wanted:  # --max-messages reached: stop once the last claims are handled
             if self.in_flight.idle():
                 self.request_stop()
             return False
         with self.in_flight.busy():
             claimed = services.message_claim(
-                collection=lane.collection, worker_id=self.worker_id, n=wanted,
-                visibility_timeout=lane.visibility_timeout,
+                collection=rotation.collection, worker_id=self.worker_id, n=wanted,
+                visibility_timeout=rotation.visibility_timeout,
             )  # fmt: skip
             self.outcomes.tally.add_claimed(len(claimed))
             self.budget.give_back(wanted - len(claimed))
-            self._handle_chain(lane, claimed)
+            if claimed:
+                self._handle_chain(turn, rotation.next(), claimed)
             return bool(claimed)
 
     @contextlib.contextmanager
@@ -138,22 +135,27 @@ class SlotLoop:
         finally:
             self.outcomes.release(lane, list(batch.held.values()))
 
-    def _handle_chain(self, lane: Lane, claimed: list[ClaimedMessage]) -> None:
-        """Handle a batch, then ack its successes together with the next claim
-        (``message_ack_batch_and_claim``: one statement and one commit per
-        batch instead of a claim and an ack), and so on while claims come
-        back. A batch without successes, the budget and a stop end the chain
-        (the successes go to the acker then)."""
+    def _handle_chain(self, turn: Turn, lane: Lane, claimed: list[ClaimedMessage]) -> None:
+        """Handle a batch as ``lane``, then ack its successes together with
+        the next claim (``message_ack_batch_and_claim``: one statement and one
+        commit per batch instead of a claim and an ack), whose messages go to
+        the rotation's next consumer in turn, and so on while claims come
+        back. A batch without successes, the budget, a stop and another
+        rotation's turn (``pool.should_yield``) end the chain (the successes
+        go to the acker then)."""
         while claimed:
             with self._holding(lane, claimed) as batch:
                 acks = self._handle_batch(lane, claimed, batch)
                 if not acks:
                     return
-                wanted = 0 if self.stopping.is_set() else self.budget.take(lane.batch)
+                ending = self.stopping.is_set() or self.pool.should_yield(turn)
+                wanted = 0 if ending else self.budget.take(lane.batch)
                 if not wanted:
                     self._hand_over(batch, acks)
                     return
                 claimed = self._ack_and_claim(lane, batch, acks, wanted)
+            if claimed:  # the lanes of a rotation claim alike: only the name changes
+                lane = turn.rotation.next()
 
     def _ack_and_claim(
         self, lane: Lane, batch: Batch, acks: list[Ack], wanted: int

@@ -1,8 +1,17 @@
 """The supervisor: ``Worker``, the main thread's ``Runner`` loop. It starts
-the other threads, supervises the slots (a lane's slots start when its
-consumer appears and stop when it goes away), shows progress, and on the
-first SIGTERM/SIGINT stops claiming and waits for in-flight work up to the
-grace period (a second signal exits at once: the Runner base)."""
+a fixed number of slot threads (``concurrency``, whatever the number of
+consumers it serves) and the acker thread, gives the lane pool the consumers
+to serve (re-read every RELOAD_EVERY seconds: apps and triggers come and go),
+shows progress, and runs the housekeeping loops itself, one after another
+(``runner.Interleaved``): the registry heartbeat, maintenance, the scheduler
+and the outbox relay. On the first SIGTERM/SIGINT it stops claiming and waits
+for in-flight work up to the grace period (a second signal exits at once:
+the Runner base).
+
+Threads, each with at most one database connection (``connections_needed``):
+the main thread, ``concurrency`` slots, the acker (which also extends the
+leases) and, on PostgreSQL with LISTEN, the process's listener.
+"""
 
 from __future__ import annotations
 
@@ -17,23 +26,35 @@ from groupqueues.worker.acker import Acker
 from groupqueues.worker.heartbeat import Heartbeat, InFlight
 from groupqueues.worker.lanes import Lane
 from groupqueues.worker.outcomes import Outcomes, Tally
+from groupqueues.worker.pool import LanePool
 from groupqueues.worker.slots import Budget, SlotLoop
 from queueproject import notify
 from queueproject.conf import product_settings
 from queueproject.logging_json import set_process_fields
-from queueproject.runner import Runner, default_worker_id
+from queueproject.runner import Interleaved, Loop, Runner, default_worker_id
 from queueproject.workers_registry import Registration
 
 logger = logging.getLogger("groupqueues.worker")
 
 RELOAD_EVERY = 10.0  # seconds: how often the consumers are re-read
 PROGRESS_EVERY = 0.5  # seconds
-MAINTENANCE_RESIGN_WAIT = 2.0  # seconds to let the maintenance thread resign at exit
+# Connections besides the slots': the main thread's (consumer reloads, the
+# registry, maintenance, the scheduler, the outbox relay: one at a time) and
+# the acker's (batched acks, lease extension). LISTEN adds the listener's.
+AUX_CONNECTIONS = 2
+
+
+def connections_needed(*, concurrency: int, listen: bool) -> int:
+    """The most database connections a worker with ``concurrency`` slots
+    opens (README, "Database connections"): one per slot, AUX_CONNECTIONS,
+    and the LISTEN connection when ``listen``."""
+    return concurrency + AUX_CONNECTIONS + (1 if listen else 0)
 
 
 @dataclass
 class WorkerOptions:
     worker_id: str = field(default_factory=default_worker_id)
+    concurrency: int | None = None  # slot threads (None: QUEUE_WORKER_CONCURRENCY)
     max_messages: int | None = None
     until_empty: bool = False
     grace: float = 30.0
@@ -53,28 +74,29 @@ class Worker(Runner):
         super().__init__()
         self.options = options
         self.lane_source = lane_source
+        self.concurrency = options.concurrency or product_settings().worker_concurrency
         self.tally = Tally(durations=product_settings().worker_registry)
         self.started = time.monotonic()
         outcomes = Outcomes(worker_id=options.worker_id, tally=self.tally)
-        self.acker = Acker(outcomes)
         in_flight = InFlight()
+        self.heartbeat = Heartbeat(in_flight=in_flight)
+        self.acker = Acker(outcomes, each_round=self.heartbeat.tick)
+        self.pool = LanePool(slots=self.concurrency, until_empty=options.until_empty)
         self.slot_loop = SlotLoop(
             worker_id=options.worker_id, until_empty=options.until_empty,
             stopping=self.stopping, request_stop=self.request_stop,
             budget=Budget(options.max_messages), in_flight=in_flight, acker=self.acker,
-            outcomes=outcomes,
+            outcomes=outcomes, pool=self.pool,
         )  # fmt: skip
-        self.heartbeat = Heartbeat(in_flight=in_flight, stopping=self.stopping)
-        self._slots: dict[tuple[Any, ...], list[threading.Thread]] = {}
-        self._lane_stops: dict[tuple[Any, ...], threading.Event] = {}
-        self._running: dict[tuple[Any, ...], Lane] = {}  # lanes whose slots run
+        self._slots: list[threading.Thread] = []
+        self._unknown_handlers: set[str] = set()
         self._last_reload = time.monotonic()
         self._last_progress = 0.0
         self.timed_out = False
         self.maintenance: Any = None
         self.scheduler: Any = None
         self.outbox_relay: Any = None
-        self._leader_threads: list[threading.Thread] = []  # maintenance, scheduler
+        self.housekeeping = Interleaved([], self.stopping)
         self._lanes = lanes
         set_process_fields(worker=options.worker_id)  # every JSON log line names it
         self.registration = Registration(
@@ -87,113 +109,100 @@ class Worker(Runner):
         # signal handlers in between, so a SIGTERM that arrives once a message
         # is claimed always finds them (it used to kill the process outright).
         self._start_thread(self.acker.run, "gq-acker")
-        self._start_lanes(self._lanes)
-        self.registration.start()  # after the lanes: its first row names their queues
-        self._start_thread(self.heartbeat.run, "gq-heartbeat")
-        if self.options.maintenance:
-            self._start_maintenance()
-            self._start_scheduler()
-            self._start_outbox_relay()
+        self._serve(self._lanes)
+        self._slots = [self._start_thread(self.slot_loop.run, f"gq-slot-{i}")
+                       for i in range(self.concurrency)]  # fmt: skip
+        logger.info("%d slot(s) serve %d queue(s)", self.concurrency, len(self.pool.rotations()))
+        self.housekeeping = Interleaved(self._housekeeping_loops(), self.stopping)
+        self.housekeeping.prepare()
         super().run()
 
-    # --- threads --------------------------------------------------------------
+    # --- threads and loops ----------------------------------------------------------
     def _start_thread(self, target: Any, name: str, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
         return thread
 
-    def _start_lanes(self, lanes: list[Lane]) -> None:
-        for lane in lanes:
-            if lane.key in self._slots:
-                continue
-            try:
-                self.slot_loop.handlers[lane.handler_name] = handlers.get(lane.handler_name)
-            except LookupError as exc:
-                logger.error("lane %s skipped: %s", lane, exc)
-                continue
-            self._running[lane.key] = lane
-            stop = self._lane_stops[lane.key] = threading.Event()
-            self._slots[lane.key] = [
-                self._start_thread(self.slot_loop.run, f"gq-slot-{lane.queue}-{i}", lane, stop)
-                for i in range(lane.concurrency)
-            ]
-            logger.info("running %s (concurrency %d, batch %d)", lane, lane.concurrency, lane.batch)
-
-    def _start_maintenance(self) -> None:
+    def _housekeeping_loops(self) -> list[Loop]:
+        """What the main thread runs between its own ticks: the registry
+        heartbeat (after the lanes: its first row names their queues), and
+        unless ``--no-maintenance`` maintenance, the scheduler and the outbox
+        relay (each acts only as the leader, or claims its own rows)."""
+        loops: list[Loop] = [self.registration] if self.registration.enabled else []
+        if not self.options.maintenance:
+            return loops
         from groupqueues.maintenance import Maintenance
-
-        self.maintenance = Maintenance(owner=self.options.worker_id)
-        self._leader_threads.append(
-            self._start_thread(self.maintenance.run_in_thread, "gq-maintenance")
-        )
-
-    def _start_scheduler(self) -> None:
-        from store.schedule_tick import Scheduler  # late: the store app sits above the queues
-
-        self.scheduler = Scheduler(owner=self.options.worker_id)
-        self._leader_threads.append(
-            self._start_thread(self.scheduler.run_in_thread, "gq-scheduler")
-        )
-
-    def _start_outbox_relay(self) -> None:
         from store.outbox_conf import outbox_settings  # late: the store app sits above the queues
         from store.outbox_relay import OutboxRelay
+        from store.schedule_tick import Scheduler
 
+        owner = self.options.worker_id
+        self.maintenance = Maintenance(owner=owner)
+        self.scheduler = Scheduler(owner=owner)
+        loops += [self.maintenance, self.scheduler]
         if outbox_settings().relay_in_worker:
-            self.outbox_relay = OutboxRelay(relay_id=self.options.worker_id)
-            self._leader_threads.append(
-                self._start_thread(self.outbox_relay.run_in_thread, "gq-outbox-relay")
-            )
+            self.outbox_relay = OutboxRelay(relay_id=owner)
+            loops.append(self.outbox_relay)
+        return loops
 
-    def _reload(self) -> None:
-        """Start lanes for new consumers and stop lanes whose consumer went away."""
-        lanes = {lane.key: lane for lane in self.lane_source()}
-        for key in [k for k in self._slots if k not in lanes]:
-            self._lane_stops.pop(key).set()
-            del self._slots[key]
-            self._running.pop(key, None)
-        self._start_lanes(list(lanes.values()))
+    def _serve(self, lanes: list[Lane]) -> None:
+        """Hand the pool these lanes (those whose handler is registered)."""
+        runnable = []
+        for lane in lanes:
+            if lane.handler_name not in self.slot_loop.handlers:
+                try:
+                    self.slot_loop.handlers[lane.handler_name] = handlers.get(lane.handler_name)
+                except LookupError as exc:
+                    if lane.handler_name not in self._unknown_handlers:
+                        self._unknown_handlers.add(lane.handler_name)
+                        logger.error("lanes of %s skipped: %s", lane.handler_name, exc)
+                    continue
+            runnable.append(lane)
+        added, retired = self.pool.update(runnable)
+        for rotation in added:
+            logger.info("running %s (%d consumer(s) in turn, up to %d slot(s) at once)",
+                        rotation, len(rotation.lanes), rotation.cap)  # fmt: skip
+        for rotation in retired:
+            logger.info("no longer running %s", rotation.queue)
 
     # --- the main loop (Runner) -------------------------------------------------
     def tick(self) -> bool:
         now = time.monotonic()
         if self.lane_source and self.options.reload and now - self._last_reload > RELOAD_EVERY:
             self._last_reload = now
-            self._reload()
+            self._serve(self.lane_source())
         self._show_progress()
-        if self.options.until_empty and not self._slots:
+        self.housekeeping.turn()
+        if self.options.until_empty and not self.pool.rotations():
             self.request_stop()  # nothing to consume: empty by definition
         return False
 
     def wait(self, timeout: float) -> None:
-        self.stopping.wait(timeout)
+        self.stopping.wait(min(timeout, self.housekeeping.next_due()))
 
     def request_stop(self) -> None:
         super().request_stop()
-        self.slot_loop.wake_all()
+        self.pool.wake_all()
 
     def on_stop(self) -> None:
         """Wait for the slots (they finish their handler, release the rest and
-        ack) within the grace period; then stop maintenance and the scheduler."""
+        ack) within the grace period; then the acker; then stop the
+        housekeeping loops (maintenance and the scheduler resign, the registry
+        row goes)."""
         deadline = time.monotonic() + self.options.grace
-        for thread in [t for slots in self._slots.values() for t in slots]:
+        for thread in self._slots:
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 self.timed_out = True
         if self.timed_out:
             logger.warning("grace period of %.0fs over; handlers still running", self.options.grace)
         self.acker.finish(max(1.0, deadline - time.monotonic()))
-        leaders = [loop for loop in (self.maintenance, self.scheduler, self.outbox_relay)
-                   if loop is not None]  # fmt: skip
-        for loop in leaders:
-            loop.request_stop()
-        for thread in self._leader_threads:
-            thread.join(MAINTENANCE_RESIGN_WAIT)  # hand leadership over
-        self.registration.stop()
+        self.pool.close()
+        self.housekeeping.stop()
 
     def _queues(self) -> list[str]:
         """The queues this worker serves now (for its registry row)."""
-        return sorted({lane.queue for lane in list(self._running.values())})
+        return sorted({rotation.queue for rotation in self.pool.rotations()})
 
     # --- progress -------------------------------------------------------------------
     def summary(self) -> str:
