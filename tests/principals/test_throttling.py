@@ -48,6 +48,7 @@ def mid_window(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     a test moves it with ``clock[0] = …``)."""
     clock = [(time.time() // HOUR) * HOUR + HOUR / 2]
     monkeypatch.setattr(throttling.time, "time", lambda: clock[0])
+    throttling.reset()  # its prune timer starts on this clock, not the real one
     return clock
 
 
