@@ -142,14 +142,17 @@ class SlotLoop:
         """Handle a batch, then ack its successes together with the next claim
         (``message_ack_batch_and_claim``: one statement and one commit per
         batch instead of a claim and an ack), and so on while claims come
-        back. A batch without successes, the budget and a stop end the chain
-        (the successes go to the acker then)."""
+        back. A batch without successes, a short batch (the queue ran dry:
+        chaining gains nothing, and the slot's next claim, when a message
+        arrives, should not wait for this ack's commit), the budget and a stop
+        end the chain (the successes go to the acker then)."""
         while claimed:
             with self._holding(lane, claimed) as batch:
                 acks = self._handle_batch(lane, claimed, batch)
                 if not acks:
                     return
-                wanted = 0 if self.stopping.is_set() else self.budget.take(lane.batch)
+                short = len(claimed) < lane.batch
+                wanted = 0 if short or self.stopping.is_set() else self.budget.take(lane.batch)
                 if not wanted:
                     self._hand_over(batch, acks)
                     return
