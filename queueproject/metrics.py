@@ -82,6 +82,15 @@ class DurationHistogram:
             self._buckets[i] += 1
             self._sum += seconds
 
+    def observe_many(self, seconds: list[float]) -> None:
+        """``observe`` each of ``seconds``, under one lock."""
+        found = [bisect.bisect_left(DURATION_BUCKETS, s) for s in seconds]
+        with self._lock:
+            buckets = self._buckets
+            for i in found:
+                buckets[i] += 1
+            self._sum += sum(seconds)
+
     def as_counts(self) -> dict[str, Any]:
         """``{"buckets": [per-bucket counts, +Inf last], "sum": seconds}``."""
         with self._lock:

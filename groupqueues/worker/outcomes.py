@@ -1,6 +1,9 @@
 """Outcomes: what became of each message a worker claimed, counted
-(``Tally``) and logged as one structured line each (``Outcomes``). Failures
-are nacked (backoff) or failed here, and unstarted claims released."""
+(``Tally``) and logged as structured lines (``Outcomes``): at INFO one line
+per acked batch naming every message in it (``"event": "messages"``) and one
+line per any other outcome (``"event": "message"``); at DEBUG also one line
+per acked message. Failures are nacked (backoff) or failed here, and
+unstarted claims released."""
 
 from __future__ import annotations
 
@@ -57,6 +60,11 @@ class Tally:
         if self.durations is not None:
             self.durations.observe(duration_ms / 1000)
 
+    def observe_many(self, durations_ms: list[float]) -> None:
+        """Handler runs into the histogram (if kept), under one lock."""
+        if self.durations is not None:
+            self.durations.observe_many([d / 1000 for d in durations_ms])
+
     @property
     def processed(self) -> int:
         """Messages whose handler ran to an outcome (released ones did not run)."""
@@ -76,8 +84,14 @@ class Tally:
 
 class Outcomes:
     """Settles what is not an ack and records every outcome: ``tally`` counts
-    it and the ``groupqueues.worker`` logger gets one JSON line per message
-    (at INFO). Thread-safe; ``worker_id`` goes into every line."""
+    it and the ``groupqueues.worker`` logger gets a JSON record of it: at INFO
+    one line per acked batch (``"event": "messages"``: the ids, attempts and
+    handler durations of all its messages, in parallel lists) and one line per
+    message for every other outcome (``"event": "message"``); at DEBUG also
+    one line per acked message. Thread-safe; ``worker_id`` goes into every
+    line. (One line per acked message cost a write and a log record each, and
+    the acker thread that wrote them fought the slot for the GIL at every
+    write: bench/README.md, "Speed as deployed".)"""
 
     def __init__(self, *, worker_id: str, tally: Tally) -> None:
         self.tally = tally
@@ -118,17 +132,25 @@ class Outcomes:
     def record_acks(
         self, lane: Lane, acks: list[tuple[ClaimedMessage, float]], result: AckBatchResult
     ) -> None:
-        """Count and log the outcome of acking ``acks`` (message, duration)."""
+        """Count and log the outcome of acking ``acks`` (message, duration):
+        one INFO line for those acked, one per lease lost."""
         self.tally.add("acked", result.acked)
         self.tally.add("lease_lost", len(acks) - result.acked)
-        if self.tally.durations is not None:
-            for _, duration in acks:
-                self.tally.observe(duration)
-        if logger.isEnabledFor(logging.INFO):
+        self.tally.observe_many([duration for _, duration in acks])
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        acked = acks
+        if result.acked != len(acks):
             landed = {r.id for r in result.results if r.acked}
+            acked = [a for a in acks if a[0].id in landed]
             for message, duration in acks:
-                outcome = "acked" if message.id in landed else "lease_lost"
-                self._log(lane, message, outcome, duration)
+                if message.id not in landed:
+                    self._log(lane, message, "lease_lost", duration)
+        if acked:
+            self._log_acked(lane, acked)
+        if logger.isEnabledFor(logging.DEBUG):
+            for message, duration in acked:
+                self._log(lane, message, "acked", duration, level=logging.DEBUG)
 
     def record(
         self,
@@ -151,23 +173,41 @@ class Outcomes:
         outcome: str,
         duration: float,
         error: str | None = None,
+        level: int = logging.INFO,
     ) -> None:
-        """One structured (JSON) line per message outcome. Built by hand: at
-        full rate ``json.dumps`` of a dict is a visible cost (bench/README.md,
+        """One structured (JSON) line for one message's outcome. Built by hand:
+        at full rate ``json.dumps`` of a dict is a visible cost (bench/README.md,
         "Measurements moved out of code comments (worker)"); only free text
         (worker id, error) needs escaping."""
-        if logger.isEnabledFor(logging.INFO):
+        if logger.isEnabledFor(level):
             tail = f', "error": {json.dumps(error)}}}' if error is not None else "}"
             # The consuming app (a shared trigger's consumer); a slug needs no escaping.
             app = f'"app": "{lane.app_slug}", ' if lane.app_slug is not None else ""
-            line = (
+            self._emit(level, (
                 f'{{"event": "message", "outcome": "{outcome}", "id": "{message.id}", '
                 f'"queue": "{lane.queue}", "handler": {json.dumps(lane.handler_name)}, {app}'
                 f'"attempt": {message.attempt}, "duration_ms": {duration:.3f}, '
                 f'"worker": {self._worker_json}{tail}'
-            )
-            # logger.info(line) without its search of the stack for the
-            # caller's file and line (a large share of its cost, measured in
-            # bench/README.md; the caller is always this line).
-            logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, line,
-                                            (), None, "_log"))  # fmt: skip
+            ))  # fmt: skip
+
+    def _log_acked(self, lane: Lane, acks: list[tuple[ClaimedMessage, float]]) -> None:
+        """One structured (JSON) line for a batch of acked messages: their
+        ids, attempts and handler durations as parallel lists."""
+        ids = ", ".join([f'"{m.id}"' for m, _ in acks])
+        attempts = ", ".join([str(m.attempt) for m, _ in acks])
+        durations = ", ".join([f"{d:.3f}" for _, d in acks])
+        app = f'"app": "{lane.app_slug}", ' if lane.app_slug is not None else ""
+        self._emit(logging.INFO, (
+            f'{{"event": "messages", "outcome": "acked", "count": {len(acks)}, '
+            f'"queue": "{lane.queue}", "handler": {json.dumps(lane.handler_name)}, {app}'
+            f'"ids": [{ids}], "attempts": [{attempts}], "duration_ms": [{durations}], '
+            f'"worker": {self._worker_json}}}'
+        ))  # fmt: skip
+
+    @staticmethod
+    def _emit(level: int, line: str) -> None:
+        # logger.log(level, line) without its search of the stack for the
+        # caller's file and line (a large share of its cost, measured in
+        # bench/README.md; the caller is always this module).
+        logger.handle(logger.makeRecord(logger.name, level, __file__, 0, line, (), None,
+                                        "_log"))  # fmt: skip

@@ -140,15 +140,18 @@ class SlotLoop:
         the next claim (``message_ack_batch_and_claim``: one statement and one
         commit per batch instead of a claim and an ack), whose messages go to
         the rotation's next consumer in turn, and so on while claims come
-        back. A batch without successes, the budget, a stop and another
-        rotation's turn (``pool.should_yield``) end the chain (the successes
-        go to the acker then)."""
+        back. A batch without successes, a short batch (the queue ran dry:
+        chaining gains nothing, and the slot's next claim, when a message
+        arrives, should not wait for this ack's commit), the budget, a stop
+        and another rotation's turn (``pool.should_yield``) end the chain (the
+        successes go to the acker then)."""
         while claimed:
             with self._holding(lane, claimed) as batch:
                 acks = self._handle_batch(lane, claimed, batch)
                 if not acks:
                     return
-                ending = self.stopping.is_set() or self.pool.should_yield(turn)
+                short = len(claimed) < lane.batch
+                ending = short or self.stopping.is_set() or self.pool.should_yield(turn)
                 wanted = 0 if ending else self.budget.take(lane.batch)
                 if not wanted:
                     self._hand_over(batch, acks)

@@ -78,12 +78,32 @@ def start_command(*args: str, **env: str) -> Started:
 
 
 def outcome_lines(stderr: str) -> list[dict[str, Any]]:
-    """The worker's structured outcome lines."""
-    out = []
+    """The worker's structured outcome records, one per message (a batch line
+    of acked messages counts once for each: ``per_message``)."""
+    records = []
     for line in stderr.splitlines():
-        start = line.find('{"event": "message"')
+        start = line.find('{"event": "message')  # "message" and "messages"
         if start >= 0:
-            out.append(json.loads(line[start:]))
+            records.append(json.loads(line[start:]))
+    return per_message(records)
+
+
+def per_message(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Outcome records with every batch line (``"event": "messages"``: the
+    acked messages' ids, attempts and durations as parallel lists; see
+    docs/observability.md) spelled out as one ``"event": "message"`` record
+    per message; other records as they are."""
+    out = []
+    for record in records:
+        if record.get("event") != "messages":
+            out.append(record)
+            continue
+        batch = dict(record)
+        ids, attempts, durations = batch.pop("ids"), batch.pop("attempts"), batch.pop("duration_ms")
+        assert batch.pop("count") == len(ids) == len(attempts) == len(durations), record
+        for id_, attempt, duration in zip(ids, attempts, durations, strict=True):
+            out.append({**batch, "event": "message", "id": id_, "attempt": attempt,
+                        "duration_ms": duration})  # fmt: skip
     return out
 
 

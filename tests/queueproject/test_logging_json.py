@@ -13,7 +13,7 @@ from groupqueues import services
 from queueproject import clock
 from store.schedules import schedule_create
 from tests.factories import GroupFactory
-from tests.groupqueues.workers import run_command
+from tests.groupqueues.workers import per_message, run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,7 +40,7 @@ def test_worker__every_line_is_json_with_the_message_fields(queue):
                        "--worker-id", "json-w", "--until-empty", LOG_FORMAT="json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = json_lines(done.stderr)
-    outcomes = [x for x in lines if x["event"] == "message"]
+    outcomes = per_message([x for x in lines if x["event"] in ("message", "messages")])
     assert sorted(x["outcome"] for x in outcomes) == ["acked", "acked", "dead"]
     for x in outcomes:
         assert x["queue"] == "logs/jobs" and x["worker"] == "json-w" and x["attempt"] == 1
