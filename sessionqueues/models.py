@@ -142,6 +142,10 @@ class QueuedMessage(models.Model):
     reservation_id = models.UUIDField(null=True, blank=True)
     reservation_owner = models.UUIDField(null=True, blank=True)
     reserved_at = models.DateTimeField(null=True, blank=True)
+    # Who holds the reservation: a dispatcher's worker id (its registry row
+    # says whether it lives; docs/session-dispatch.md), "" for a REST consumer,
+    # a send-now claim or a Python caller (bound to the session incarnation only).
+    reserved_by = models.CharField(max_length=128, blank=True, default="")
     delivery_attempted = models.BooleanField(default=False)
 
     objects = QueuedMessageQuerySet.as_manager()

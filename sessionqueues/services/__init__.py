@@ -6,6 +6,8 @@
 - ``folding``: the merge compatibility rule and the fold (helpers only);
 - ``ordering``: ``entry_merge_up``, ``queue_reorder``, ``queue_delete_all``;
 - ``reservations``: draining the head (``entry_take_head``, ``reservation_*``);
+- ``recovery``: crash recovery of reservations whose holder is gone
+  (``reservation_recover``);
 - ``send_now``: ``queue_send_now_claim`` / ``_restore`` / ``_acknowledge``;
 - ``transfer``: ``queue_transfer``, ``queue_replace``, ``queue_purge_task``;
 - ``pending_moves``: the deferred workflow move (``pending_move_*``).
@@ -61,6 +63,11 @@ from sessionqueues.services.pending_moves import (
     pending_move_set,
     pending_move_take,
 )
+from sessionqueues.services.recovery import (
+    DISPATCHER_KIND,
+    Recovered,
+    reservation_recover,
+)
 from sessionqueues.services.reservations import (
     entry_take_head,
     reservation_acknowledge,
@@ -96,6 +103,7 @@ from sessionqueues.services.transfer import (
 
 __all__ = [
     "APPEND_SEPARATOR",
+    "DISPATCHER_KIND",
     "MAX_ATTACHMENTS",
     "MAX_REFERENCES",
     "MERGE_SEPARATOR",
@@ -105,6 +113,7 @@ __all__ = [
     "Admission",
     "LifecycleResult",
     "NewEntry",
+    "Recovered",
     "SendNowExpectation",
     "SessionIdentity",
     "apply_metadata_updates",
@@ -133,6 +142,7 @@ __all__ = [
     "reservation_acknowledge",
     "reservation_discard",
     "reservation_mark_attempted",
+    "reservation_recover",
     "reservation_release",
     "reservation_reserve_for_agent",
     "reservation_reserve_for_delivery",

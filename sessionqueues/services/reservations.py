@@ -14,7 +14,14 @@ from queueproject import clock
 from sessionqueues import exceptions as err
 from sessionqueues import positions, sql
 from sessionqueues.models import QueuedMessage, Session
-from sessionqueues.services.common import SessionIdentity, delete_row, head_row, lock_session, wake
+from sessionqueues.services.common import (
+    SessionIdentity,
+    delete_row,
+    head_row,
+    lock_session,
+    unreserve,
+    wake,
+)
 
 
 def _db(field: str, value: Any) -> Any:
@@ -109,16 +116,29 @@ def reservation_reserve_for_delivery(
 
 
 @transaction.atomic
-def reservation_reserve_for_agent(*, session_id: Any) -> QueuedMessage | None:
-    """The dispatcher's reserve: only while auto-run is ON and the agent is
-    ready, reserve the head for delivery and mark the agent busy in the same
-    transaction (the agent reports ready again; so does the dispatcher when
-    the delivery failed or the deliverer says the agent can take more).
-    None when paused, busy or empty."""
+def reservation_reserve_for_agent(
+    *, session_id: Any, holder: str, at_most_once: bool = False
+) -> QueuedMessage | None:
+    """The dispatcher's reserve: only while auto-run is ON, the agent is ready
+    and no dispatcher reservation of the session is open, reserve the head for
+    delivery held by ``holder`` (the dispatcher's worker id) and mark the agent
+    busy in the same transaction (the agent reports ready again; so does the
+    dispatcher when the delivery failed or the deliverer says the agent can
+    take more). ``at_most_once`` marks the delivery attempted at once: from
+    then on the entry is dropped, never offered again, whatever happens to
+    the delivery. None when paused, busy, in flight or empty."""
     session = lock_session(session_id)
     if not (session.auto_run and session.agent_ready):
         return None
-    row = _reserve_head(session)
+    row = _returning(
+        sql.RESERVE_HEAD_FOR_AGENT,
+        session_id=_db("session", session.pk),
+        reservation_id=_db("reservation_id", uuid.uuid4()),
+        owner=_db("reservation_owner", session.incarnation_id),
+        now=_db("reserved_at", clock.now()),
+        holder=_db("reserved_by", holder),
+        attempted=_db("delivery_attempted", at_most_once),
+    )
     if row is not None:
         session.agent_ready = False
         session.save(update_fields=["agent_ready"])
@@ -167,8 +187,7 @@ def reservation_release(
     if row.delivery_attempted:
         delete_row(row)
         return row, False
-    row.reservation_id = row.reservation_owner = row.reserved_at = None
-    row.save(update_fields=["reservation_id", "reservation_owner", "reserved_at"])
+    unreserve(row)
     wake(session)
     return row, True
 
