@@ -24,8 +24,10 @@ prompt; the dispatchers are then stopped with SIGTERM.
 
 Printed per run: deliveries/s (prompts answered / (last answer - t0)), the
 per-session head latency (t0 → the session's first prompt answered) p50 and
-p99, the last head, and whether any session ever had two prompts in flight
-at the webhook (it must not). Runs rotate with ``--repeat`` so machine drift
+p99, the last head, whether any session ever had two prompts in flight at
+the webhook (it must not), and the CPU time per prompt of the dispatcher
+processes (their start-up included) and of the webhook server. Runs rotate
+with ``--repeat`` so machine drift
 lands on all alike.
 """
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -86,6 +89,7 @@ class Hook:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive: the dispatchers' clients reuse connections
+            disable_nagle_algorithm = True  # headers and body go out as two writes
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -179,15 +183,20 @@ def run(hook: Hook, app: App, spec: str, args: argparse.Namespace, logs: Path) -
     total = args.sessions * args.entries
     prepare(app, args.sessions, args.entries)
     hook.reset(total)
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = start_dispatchers(processes, concurrency, logs)
+    hook_cpu = time.process_time()
     try:
         t0 = time.monotonic()
         Session.objects.update(agent_ready=True)
         notify.notify(ANY_SESSION_CHANNEL)  # autocommit: sent now (PostgreSQL; SQLite polls)
         if not hook.done.wait(RUN_TIMEOUT):
             raise SystemExit(f"{spec}: only {len(hook.answered)}/{total} answered; see {logs}")
+        hook_cpu = time.process_time() - hook_cpu
     finally:
         stop(started)
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = sum(getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime"))
     with hook.lock:
         answered = list(hook.answered)
         overlaps = hook.overlaps
@@ -206,6 +215,10 @@ def run(hook: Hook, app: App, spec: str, args: argparse.Namespace, logs: Path) -
         "head_max": max(heads),
         "seconds": last,
         "overlaps": overlaps,
+        # CPU of the dispatcher processes (start-up included) and of this
+        # process (the webhook server) per prompt.
+        "dispatch_cpu_ms": 1000 * cpu / len(answered),
+        "hook_cpu_ms": 1000 * hook_cpu / len(answered),
         "complete": len(first) == args.sessions and set(per_session.values()) == {args.entries},
     }
 
@@ -240,7 +253,9 @@ def main() -> None:
             print(f"  {spec:>6}: {result['deliveries_per_s']:7.1f} deliveries/s   head latency "
                   f"p50 {result['head_p50']:6.2f} s  p99 {result['head_p99']:6.2f} s  "
                   f"max {result['head_max']:6.2f} s   all done {result['seconds']:6.2f} s   "
-                  f"overlaps {result['overlaps']}   complete {result['complete']}")  # fmt: skip
+                  f"overlaps {result['overlaps']}   complete {result['complete']}   "
+                  f"CPU/prompt: dispatchers {result['dispatch_cpu_ms']:.1f} ms, "
+                  f"webhook {result['hook_cpu_ms']:.1f} ms")  # fmt: skip
     if args.repeat > 1:
         print("medians:")
         for spec in specs:

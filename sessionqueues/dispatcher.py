@@ -5,7 +5,9 @@ is ready, one entry per session at a time, through a deliverer, on
 Per entry: reserve the head for delivery, held by this dispatcher (only while
 auto-run is ON, the agent is ready and no other dispatcher reservation of the
 session is open; the agent is marked busy in the same transaction) → deliver
-outside any transaction → acknowledge exactly that reservation. When delivery
+outside any transaction → acknowledge exactly that reservation (and, when the
+deliverer says the agent can take more, mark it ready in the same
+transaction: two commits per delivery). When delivery
 fails the reservation is released, so the entry is back at its position; when
 the outcome is uncertain the delivery is first marked attempted, so the release
 drops it instead (at most once; ``at_most_once`` marks every delivery so at
@@ -300,14 +302,16 @@ class Dispatcher(Runner):
         )
 
     def _delivered(self, session: Session, row: QueuedMessage, still_ready: bool) -> None:
-        # Purged meanwhile: the agent has it, nothing to settle.
-        self._settle(
+        # One transaction acknowledges and marks the agent ready again. Purged
+        # meanwhile: the agent has it, nothing to settle.
+        acked = self._settle(
             session, row, "acknowledge",
-            lambda sid: services.reservation_acknowledge(
-                session_id=sid, reservation_id=row.reservation_id
+            lambda sid: services.reservation_acknowledge_delivery(
+                session_id=sid, reservation_id=row.reservation_id, holder=self.worker_id,
+                agent_ready=still_ready and sid == session.pk,
             ),
         )  # fmt: skip
-        if still_ready:
+        if still_ready and (acked is None or acked.session_id != session.pk):
             self._ready_again(session)
         with self._lock:
             self._retry_at.pop(session.pk, None)

@@ -49,3 +49,11 @@ WHERE id = (
 )
 RETURNING *
 """
+
+# The dispatcher's acknowledge: as ACKNOWLEDGE, only while ``holder`` holds it.
+ACKNOWLEDGE_HELD = """
+DELETE FROM sessionqueues_queuedmessage
+WHERE session_id = %(session_id)s AND reservation_id = %(reservation_id)s
+    AND reserved_by = %(holder)s
+RETURNING *
+"""

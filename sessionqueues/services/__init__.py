@@ -71,6 +71,7 @@ from sessionqueues.services.recovery import (
 from sessionqueues.services.reservations import (
     entry_take_head,
     reservation_acknowledge,
+    reservation_acknowledge_delivery,
     reservation_discard,
     reservation_mark_attempted,
     reservation_release,
@@ -140,6 +141,7 @@ __all__ = [
     "queue_send_now_restore",
     "queue_transfer",
     "reservation_acknowledge",
+    "reservation_acknowledge_delivery",
     "reservation_discard",
     "reservation_mark_attempted",
     "reservation_recover",

@@ -176,6 +176,34 @@ def reservation_acknowledge(
 
 
 @transaction.atomic
+def reservation_acknowledge_delivery(
+    *, session_id: Any, reservation_id: Any, holder: str, agent_ready: bool
+) -> QueuedMessage:
+    """The dispatcher's acknowledge: delete exactly the entry reserved under
+    ``reservation_id`` and held by ``holder`` and, when ``agent_ready``, mark
+    the agent ready again (and wake dispatchers) in the same transaction: one
+    commit where an acknowledge and a ready would take two. Any other (or a
+    closed) reservation raises ReservationChanged."""
+    session = lock_session(session_id)
+    try:
+        row = _returning(
+            sql.ACKNOWLEDGE_HELD,
+            session_id=_db("session", session.pk),
+            reservation_id=_db("reservation_id", reservation_id),
+            holder=_db("reserved_by", holder),
+        )
+    except ValidationError:
+        row = None
+    if row is None:
+        raise err.ReservationChanged()
+    if agent_ready:
+        session.agent_ready = True
+        session.save(update_fields=["agent_ready"])
+        wake(session)
+    return row
+
+
+@transaction.atomic
 def reservation_release(
     *, session_id: Any, reservation_id: Any, identity: SessionIdentity | None = None
 ) -> tuple[QueuedMessage, bool]:

@@ -306,3 +306,18 @@ def test_command__nothing_to_do(session):
     reserve_as(session, "host-1")
     assert recover_command().strip() == "released=0 dropped=0 removed=0"
     assert contents(session) == []
+
+
+def test_acknowledge_delivery__only_by_its_holder(session):
+    from sessionqueues import exceptions as err
+
+    put(session, "a")
+    row = reserve_as(session, "d1")
+    with pytest.raises(err.ReservationChanged):
+        services.reservation_acknowledge_delivery(
+            session_id=session.pk, reservation_id=row.reservation_id, holder="d2", agent_ready=True
+        )
+    services.reservation_acknowledge_delivery(
+        session_id=session.pk, reservation_id=row.reservation_id, holder="d1", agent_ready=True
+    )
+    assert stored(session) == [] and Session.objects.get(pk=session.pk).agent_ready is True
