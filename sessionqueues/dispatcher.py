@@ -17,7 +17,9 @@ the reserve). A session whose delivery failed is retried after a back-off
 Fairness: each pass offers every deliverable session one entry, in a fixed
 order (rotated by a per-process offset, so two dispatchers start in different
 places); a session served in this pass waits for the next one, so a long
-queue never delays the other sessions' heads by more than one pass.
+queue never delays the other sessions' heads by more than one pass. A
+session another dispatcher served since this pass began is skipped too
+(``Session.dispatched_at``), so several processes share one round.
 
 Recovery: at start, and every ``RECOVER_EVERY`` seconds, the dispatcher runs
 ``services.reservation_recover`` (docs/session-dispatch.md): reservations
@@ -40,9 +42,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
-from queueproject import notify
+from queueproject import clock, notify
 from queueproject.backoff import backoff_delay
 from queueproject.logging_json import set_process_fields
 from queueproject.runner import FAILED, Resilient, Runner, default_worker_id
@@ -127,6 +130,7 @@ class Dispatcher(Runner):
         self._failures: dict[Any, int] = {}
         self._rotation = random.randrange(1 << 30)  # where this process starts its passes
         self._announced = False
+        self._pass_started: datetime | None = None  # sessions served since: skipped
         self._next_recovery: float | None = None  # None: the start's pass is due
         self._subscription: notify.Subscription | None = None
         self.slots: DeliverySlots | None = None
@@ -243,6 +247,7 @@ class Dispatcher(Runner):
         """Offer one entry of every deliverable session to the slots (waiting
         for free ones); returns how many sessions were handed over."""
         slots, handed = self._slots(), 0
+        self._pass_started = clock.now()
         sessions = selectors.dispatchable_sessions(session_id=self.session_id)
         for session in self._fair_order(sessions):
             left = self._quota_left()
@@ -276,7 +281,10 @@ class Dispatcher(Runner):
             return False  # handed over but not started: left for the next dispatcher
         try:
             row = services.reservation_reserve_for_agent(
-                session_id=session.pk, holder=self.worker_id, at_most_once=self.at_most_once
+                session_id=session.pk,
+                holder=self.worker_id,
+                at_most_once=self.at_most_once,
+                not_served_since=self._pass_started,
             )
         except err.SessionQueueNotFound:
             return False

@@ -77,6 +77,10 @@ class Session(models.Model):
     auto_merge_revision = models.BigIntegerField(default=0)
     generation = models.BigIntegerField(default=0)
     agent_ready = models.BooleanField(default=False)
+    # When a dispatcher last reserved an entry of this session: a dispatcher's
+    # pass skips sessions another one served since the pass began (fairness
+    # across dispatcher processes; docs/session-dispatch.md).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

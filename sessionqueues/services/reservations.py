@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -117,7 +118,11 @@ def reservation_reserve_for_delivery(
 
 @transaction.atomic
 def reservation_reserve_for_agent(
-    *, session_id: Any, holder: str, at_most_once: bool = False
+    *,
+    session_id: Any,
+    holder: str,
+    at_most_once: bool = False,
+    not_served_since: datetime | None = None,
 ) -> QueuedMessage | None:
     """The dispatcher's reserve: only while auto-run is ON, the agent is ready
     and no dispatcher reservation of the session is open, reserve the head for
@@ -126,22 +131,28 @@ def reservation_reserve_for_agent(
     dispatcher when the delivery failed or the deliverer says the agent can
     take more). ``at_most_once`` marks the delivery attempted at once: from
     then on the entry is dropped, never offered again, whatever happens to
-    the delivery. None when paused, busy, in flight or empty."""
+    the delivery. ``not_served_since``: nothing when a dispatcher reserved an
+    entry of this session after that time (a pass's fairness across
+    processes). None when paused, busy, in flight, served or empty."""
     session = lock_session(session_id)
     if not (session.auto_run and session.agent_ready):
         return None
+    served = session.dispatched_at
+    if not_served_since is not None and served is not None and served > not_served_since:
+        return None
+    now = clock.now()
     row = _returning(
         sql.RESERVE_HEAD_FOR_AGENT,
         session_id=_db("session", session.pk),
         reservation_id=_db("reservation_id", uuid.uuid4()),
         owner=_db("reservation_owner", session.incarnation_id),
-        now=_db("reserved_at", clock.now()),
+        now=_db("reserved_at", now),
         holder=_db("reserved_by", holder),
         attempted=_db("delivery_attempted", at_most_once),
     )
     if row is not None:
-        session.agent_ready = False
-        session.save(update_fields=["agent_ready"])
+        session.agent_ready, session.dispatched_at = False, now
+        session.save(update_fields=["agent_ready", "dispatched_at"])
     return row
 
 

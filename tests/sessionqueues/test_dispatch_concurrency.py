@@ -218,3 +218,29 @@ def test_two_dispatchers__an_agent_ready_mid_delivery_does_not_start_a_second(ta
     assert not any(thread.is_alive() for thread in threads)
     assert seen.overlaps == []
     assert {str(s.pk): ["0", "1", "2", "3"] for s in sessions} == dict(seen.got)
+
+
+def test_reserve__skips_a_session_another_dispatcher_served_since_the_pass_began(task):
+    from queueproject import clock
+
+    [session] = sessions_with(task, count=1, entries=2)
+    with clock.frozen():
+        pass_began = clock.now()
+        clock.advance(1)
+        first = services.reservation_reserve_for_agent(session_id=session.pk, holder="other")
+        assert first is not None
+        services.reservation_acknowledge_delivery(
+            session_id=session.pk, reservation_id=first.reservation_id, holder="other",
+            agent_ready=True,
+        )  # fmt: skip
+        # Served after this pass began: its second prompt waits for the next pass.
+        assert (
+            services.reservation_reserve_for_agent(
+                session_id=session.pk, holder="me", not_served_since=pass_began
+            )
+            is None
+        )
+        row = services.reservation_reserve_for_agent(
+            session_id=session.pk, holder="me", not_served_since=clock.now()
+        )
+    assert row is not None and row.content == "1"
