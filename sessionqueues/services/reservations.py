@@ -134,11 +134,8 @@ def reservation_reserve_for_agent(
     the delivery. ``not_served_since``: nothing when a dispatcher reserved an
     entry of this session after that time (a pass's fairness across
     processes). None when paused, busy, in flight, served or empty."""
-    session = lock_session(session_id)
-    if not (session.auto_run and session.agent_ready):
-        return None
-    served = session.dispatched_at
-    if not_served_since is not None and served is not None and served > not_served_since:
+    session = _lock_if_deliverable(session_id, not_served_since)
+    if session is None:
         return None
     now = clock.now()
     row = _returning(
@@ -154,6 +151,18 @@ def reservation_reserve_for_agent(
         session.agent_ready, session.dispatched_at = False, now
         session.save(update_fields=["agent_ready", "dispatched_at"])
     return row
+
+
+def _lock_if_deliverable(session_id: Any, not_served_since: datetime | None) -> Session | None:
+    """Lock the session's row only when its agent may take an entry now (a
+    session that may not is neither locked nor written: a dispatcher that
+    loses a race for it spends one read, not a row lock and a commit)."""
+    sessions = Session.objects.select_for_update(no_key=True).filter(
+        pk=session_id, auto_run=True, agent_ready=True
+    )
+    if not_served_since is not None:
+        sessions = sessions.exclude(dispatched_at__gt=not_served_since)
+    return sessions.first()
 
 
 def _reserved_row(session: Session, reservation_id: Any) -> QueuedMessage:
