@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 
 from queueproject import clock
 from queueproject.conf import product_settings
@@ -127,12 +127,22 @@ def durable_lifecycle_entries() -> list[QueuedMessage]:
 
 
 def durable_delivery_entries() -> list[QueuedMessage]:
-    """What crash recovery looks at (the seed's ``ListDurableDeliveryEntries``):
-    every entry that stays stored until a delivery is settled, across sessions:
-    durable entries, and every entry reserved in flight (held by a dispatcher,
-    a REST consumer or a send-now claim). FIFO order per session, with session
-    and task."""
+    """Every entry that stays stored until a delivery is settled, across
+    sessions (the seed's ``ListDurableDeliveryEntries``): durable entries, and
+    every entry reserved in flight (held by a dispatcher, a REST consumer or a
+    send-now claim). FIFO order per session, with session and task."""
     rows = QueuedMessage.objects.filter(Q(durable=True) | Q(reservation_id__isnull=False))
+    return list(rows.select_related("session", "task").order_by("session_id", "position"))
+
+
+def recovery_candidates() -> list[QueuedMessage]:
+    """The durable delivery entries a recovery pass may settle: every
+    reservation, and every lifecycle entry behind its task's generation.
+    Filtered in the database, so a pass (every 10 s in each dispatcher) reads
+    those rows only, however many durable entries wait. Ordered by session,
+    with session and task."""
+    stale = Q(lifecycle_generation__lt=F("task__generation"))
+    rows = QueuedMessage.objects.filter(Q(reservation_id__isnull=False) | stale)
     return list(rows.select_related("session", "task").order_by("session_id", "position"))
 
 

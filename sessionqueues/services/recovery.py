@@ -1,5 +1,6 @@
 """Crash recovery of reservations (the seed's startup recovery over
-``ListDurableDeliveryEntries``; the rules and why: docs/session-dispatch.md).
+``ListDurableDeliveryEntries``, narrowed to what it may settle:
+``selectors.recovery_candidates``; the rules and why: docs/session-dispatch.md).
 
 A reserved entry stays stored, invisible, until whoever holds the reservation
 acknowledges or releases it. When that holder is gone nobody will, so
@@ -97,7 +98,7 @@ def reservation_recover(
     One transaction per session (its lock row), each row re-checked under
     the lock, so a reservation settled meanwhile is left alone. Returns what
     was settled; ``dry_run`` returns the plan and changes nothing."""
-    rows = selectors.durable_delivery_entries()
+    rows = selectors.recovery_candidates()
     # The registry is read after the rows: a dispatcher beats before it first
     # reserves, so a reservation seen above has a registry row by now.
     alive = _live_dispatchers()

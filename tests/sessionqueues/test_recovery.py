@@ -81,6 +81,19 @@ def test_durable_delivery_entries__durable_ones_and_every_reservation(session, o
     assert found == {"durable", "held by a dispatcher"}
 
 
+def test_recovery_candidates__reservations_and_stale_lifecycle_entries_only(
+    session, other_session
+):
+    lifecycle(session, "fresh lifecycle")
+    put(session, "visible ordinary")
+    put(other_session, "reserved")
+    reserve_as(other_session, "d1")
+    stale = lifecycle(other_session, "stale lifecycle")
+    QueuedMessage.objects.filter(pk=stale.pk).update(lifecycle_generation=-1)
+    found = {r.content for r in selectors.recovery_candidates()}
+    assert found == {"reserved", "stale lifecycle"}
+
+
 # --- a dispatcher that is gone ---------------------------------------------------
 
 
