@@ -81,9 +81,7 @@ def test_durable_delivery_entries__durable_ones_and_every_reservation(session, o
     assert found == {"durable", "held by a dispatcher"}
 
 
-def test_recovery_candidates__reservations_and_stale_lifecycle_entries_only(
-    session, other_session
-):
+def test_recovery_candidates__reservations_and_stale_lifecycle_entries_only(session, other_session):
     lifecycle(session, "fresh lifecycle")
     put(session, "visible ordinary")
     put(other_session, "reserved")
