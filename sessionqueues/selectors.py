@@ -119,9 +119,8 @@ def dispatchable_sessions(*, session_id: Any = None) -> list[Session]:
 def durable_lifecycle_entries() -> list[QueuedMessage]:
     """Every durable lifecycle entry (``entry_lifecycle_upsert``), reserved or
     not, across sessions, in FIFO order per session (the seed's
-    ``ListDurableLifecycleEntries``). With their session and task, so the
-    recovery pass can compare generations and incarnations without a query
-    per row."""
+    ``ListDurableLifecycleEntries``), with their session and task (generations
+    and incarnations to compare without a query per row)."""
     rows = QueuedMessage.objects.filter(durable=True, lifecycle_generation__isnull=False)
     return list(rows.select_related("session", "task").order_by("session_id", "position"))
 
