@@ -77,6 +77,10 @@ class Session(models.Model):
     auto_merge_revision = models.BigIntegerField(default=0)
     generation = models.BigIntegerField(default=0)
     agent_ready = models.BooleanField(default=False)
+    # When a dispatcher last reserved an entry of this session: a dispatcher's
+    # pass skips sessions another one served since the pass began (fairness
+    # across dispatcher processes; docs/session-dispatch.md).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # When auto_run / agent_ready last changed (null: not since the session was
     # created): how long a head has been held back (the blocked-heads view).
@@ -160,6 +164,10 @@ class QueuedMessage(models.Model):
     reservation_id = models.UUIDField(null=True, blank=True)
     reservation_owner = models.UUIDField(null=True, blank=True)
     reserved_at = models.DateTimeField(null=True, blank=True)
+    # Who holds the reservation: a dispatcher's worker id (its registry row
+    # says whether it lives; docs/session-dispatch.md), "" for a REST consumer,
+    # a send-now claim or a Python caller (bound to the session incarnation only).
+    reserved_by = models.CharField(max_length=128, blank=True, default="")
     delivery_attempted = models.BooleanField(default=False)
 
     objects = QueuedMessageQuerySet.as_manager()

@@ -126,10 +126,12 @@ def count_pending_by_tasks(*, task_ids: Iterable[Any], app: App | None = None) -
 
 
 def dispatchable_sessions(*, session_id: Any = None) -> list[Session]:
-    """Sessions with auto-run ON, a ready agent, a live task and a visible entry."""
+    """Sessions with auto-run ON, a ready agent, a live task and a visible
+    entry, and no dispatcher delivery in flight, in creation order."""
     qs = Session.objects.filter(auto_run=True, agent_ready=True, task__archived=False)
-    has_visible = QueuedMessage.objects.filter(session=OuterRef("pk"), reservation_id__isnull=True)
-    qs = qs.filter(Exists(has_visible))
+    entries = QueuedMessage.objects.filter(session=OuterRef("pk"))
+    in_flight = entries.filter(reservation_id__isnull=False).exclude(reserved_by="")
+    qs = qs.filter(Exists(entries.filter(reservation_id__isnull=True)), ~Exists(in_flight))
     if session_id is not None:
         qs = qs.filter(pk=session_id)
     return list(qs.select_related("task__app").order_by("created_at"))
@@ -338,3 +340,43 @@ def _details(reason: BlockedReason, session: Any, stuck: list[QueuedMessage]) ->
             ]
         }
     return {}
+
+
+def durable_lifecycle_entries() -> list[QueuedMessage]:
+    """Every durable lifecycle entry (``entry_lifecycle_upsert``), reserved or
+    not, across sessions, in FIFO order per session (the seed's
+    ``ListDurableLifecycleEntries``), with their session and task (generations
+    and incarnations to compare without a query per row)."""
+    rows = QueuedMessage.objects.filter(durable=True, lifecycle_generation__isnull=False)
+    return list(rows.select_related("session", "task").order_by("session_id", "position"))
+
+
+def durable_delivery_entries() -> list[QueuedMessage]:
+    """Every entry that stays stored until a delivery is settled, across
+    sessions (the seed's ``ListDurableDeliveryEntries``): durable entries, and
+    every entry reserved in flight (held by a dispatcher, a REST consumer or a
+    send-now claim). FIFO order per session, with session and task."""
+    rows = QueuedMessage.objects.filter(Q(durable=True) | Q(reservation_id__isnull=False))
+    return list(rows.select_related("session", "task").order_by("session_id", "position"))
+
+
+def recovery_candidates() -> list[QueuedMessage]:
+    """The durable delivery entries a recovery pass may settle: every
+    reservation, and every lifecycle entry behind its task's generation.
+    Filtered in the database, so a pass (every 10 s in each dispatcher) reads
+    those rows only, however many durable entries wait. Ordered by session,
+    with session and task."""
+    stale = Q(lifecycle_generation__lt=F("task__generation"))
+    rows = QueuedMessage.objects.filter(Q(reservation_id__isnull=False) | stale)
+    return list(rows.select_related("session", "task").order_by("session_id", "position"))
+
+
+def reservation_session_id(*, reservation_id: Any, holder: str) -> Any:
+    """The session whose queue now holds the reservation ``reservation_id`` of
+    ``holder`` (a transfer moves reserved entries along), or None when it is
+    closed (acknowledged, released, purged, recovered)."""
+    return (
+        QueuedMessage.objects.filter(reservation_id=reservation_id, reserved_by=holder)
+        .values_list("session_id", flat=True)
+        .first()
+    )

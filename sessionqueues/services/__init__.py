@@ -6,6 +6,8 @@
 - ``folding``: the merge compatibility rule and the fold (helpers only);
 - ``ordering``: ``entry_merge_up``, ``queue_reorder``, ``queue_delete_all``;
 - ``reservations``: draining the head (``entry_take_head``, ``reservation_*``);
+- ``recovery``: crash recovery of reservations whose holder is gone
+  (``reservation_recover``);
 - ``send_now``: ``queue_send_now_claim`` / ``_restore`` / ``_acknowledge``;
 - ``transfer``: ``queue_transfer``, ``queue_replace``, ``queue_purge_task``;
 - ``pending_moves``: the deferred workflow move (``pending_move_*``);
@@ -75,10 +77,16 @@ from sessionqueues.services.pending_moves import (
     pending_move_set,
     pending_move_take,
 )
+from sessionqueues.services.recovery import (
+    DISPATCHER_KIND,
+    Recovered,
+    reservation_recover,
+)
 from sessionqueues.services.reservations import (
     entry_take_head,
     reservation_acknowledge,
     reservation_acknowledge_by_id,
+    reservation_acknowledge_delivery,
     reservation_discard,
     reservation_mark_attempted,
     reservation_release,
@@ -112,6 +120,7 @@ from sessionqueues.services.transfer import (
 
 __all__ = [
     "APPEND_SEPARATOR",
+    "DISPATCHER_KIND",
     "MAX_ATTACHMENTS",
     "MAX_REFERENCES",
     "MERGE_SEPARATOR",
@@ -123,6 +132,7 @@ __all__ = [
     "Generations",
     "LifecycleResult",
     "NewEntry",
+    "Recovered",
     "SendNowExpectation",
     "SessionIdentity",
     "apply_metadata_updates",
@@ -156,8 +166,10 @@ __all__ = [
     "queue_transfer",
     "reservation_acknowledge",
     "reservation_acknowledge_by_id",
+    "reservation_acknowledge_delivery",
     "reservation_discard",
     "reservation_mark_attempted",
+    "reservation_recover",
     "reservation_release",
     "reservation_release_stuck",
     "reservation_reserve_for_agent",

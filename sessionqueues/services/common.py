@@ -144,6 +144,16 @@ def delete_row(row: QueuedMessage) -> None:
     QueuedMessage.objects.filter(pk=row.pk).delete()
 
 
+RESERVATION_FIELDS = ["reservation_id", "reservation_owner", "reserved_at", "reserved_by"]
+
+
+def unreserve(row: QueuedMessage) -> None:
+    """Make a reserved row visible again where it stands (same position)."""
+    row.reservation_id = row.reservation_owner = row.reserved_at = None
+    row.reserved_by = ""
+    row.save(update_fields=RESERVATION_FIELDS)
+
+
 def visible_row(session: Session, entry_id: Any) -> QueuedMessage:
     try:
         row = positions.rows(session).visible().filter(pk=entry_id).first()
@@ -197,6 +207,7 @@ def restore_row(session: Session, entry: QueuedMessage) -> QueuedMessage:
     entry.session = session
     entry.task_id = session.task_id
     entry.reservation_id = entry.reservation_owner = entry.reserved_at = None
+    entry.reserved_by = ""
     entry.save(force_insert=True)
     wake(session)
     return entry

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -14,7 +15,14 @@ from queueproject import clock
 from sessionqueues import exceptions as err
 from sessionqueues import positions, sql
 from sessionqueues.models import QueuedMessage, Session
-from sessionqueues.services.common import SessionIdentity, delete_row, head_row, lock_session, wake
+from sessionqueues.services.common import (
+    SessionIdentity,
+    delete_row,
+    head_row,
+    lock_session,
+    unreserve,
+    wake,
+)
 
 
 def _db(field: str, value: Any) -> Any:
@@ -109,19 +117,52 @@ def reservation_reserve_for_delivery(
 
 
 @transaction.atomic
-def reservation_reserve_for_agent(*, session_id: Any) -> QueuedMessage | None:
-    """The dispatcher's reserve: only while auto-run is ON and the agent is
-    ready, reserve the head for delivery and mark the agent busy in the same
-    transaction (the agent reports ready again; so does the dispatcher when
-    the delivery failed or the deliverer says the agent can take more).
-    None when paused, busy or empty."""
-    session = lock_session(session_id)
-    if not (session.auto_run and session.agent_ready):
+def reservation_reserve_for_agent(
+    *,
+    session_id: Any,
+    holder: str,
+    at_most_once: bool = False,
+    not_served_since: datetime | None = None,
+) -> QueuedMessage | None:
+    """The dispatcher's reserve: only while auto-run is ON, the agent is ready
+    and no dispatcher reservation of the session is open, reserve the head for
+    delivery held by ``holder`` (the dispatcher's worker id) and mark the agent
+    busy in the same transaction (the agent reports ready again; so does the
+    dispatcher when the delivery failed or the deliverer says the agent can
+    take more). ``at_most_once`` marks the delivery attempted at once: from
+    then on the entry is dropped, never offered again, whatever happens to
+    the delivery. ``not_served_since``: nothing when a dispatcher reserved an
+    entry of this session after that time (a pass's fairness across
+    processes). None when paused, busy, in flight, served or empty."""
+    session = _lock_if_deliverable(session_id, not_served_since)
+    if session is None:
         return None
-    row = _reserve_head(session)
+    now = clock.now()
+    row = _returning(
+        sql.RESERVE_HEAD_FOR_AGENT,
+        session_id=_db("session", session.pk),
+        reservation_id=_db("reservation_id", uuid.uuid4()),
+        owner=_db("reservation_owner", session.incarnation_id),
+        now=_db("reserved_at", now),
+        holder=_db("reserved_by", holder),
+        attempted=_db("delivery_attempted", at_most_once),
+    )
     if row is not None:
-        session.save(update_fields=session.set_agent_ready(False, clock.now()))
+        session.dispatched_at = now
+        session.save(update_fields=[*session.set_agent_ready(False, now), "dispatched_at"])
     return row
+
+
+def _lock_if_deliverable(session_id: Any, not_served_since: datetime | None) -> Session | None:
+    """Lock the session's row only when its agent may take an entry now (a
+    session that may not is neither locked nor written: a dispatcher that
+    loses a race for it spends one read, not a row lock and a commit)."""
+    sessions = Session.objects.select_for_update(no_key=True).filter(
+        pk=session_id, auto_run=True, agent_ready=True
+    )
+    if not_served_since is not None:
+        sessions = sessions.exclude(dispatched_at__gt=not_served_since)
+    return sessions.first()
 
 
 def _reserved_row(session: Session, reservation_id: Any) -> QueuedMessage:
@@ -155,6 +196,33 @@ def reservation_acknowledge(
 
 
 @transaction.atomic
+def reservation_acknowledge_delivery(
+    *, session_id: Any, reservation_id: Any, holder: str, agent_ready: bool
+) -> QueuedMessage:
+    """The dispatcher's acknowledge: delete exactly the entry reserved under
+    ``reservation_id`` and held by ``holder`` and, when ``agent_ready``, mark
+    the agent ready again (and wake dispatchers) in the same transaction: one
+    commit where an acknowledge and a ready would take two. Any other (or a
+    closed) reservation raises ReservationChanged."""
+    session = lock_session(session_id)
+    try:
+        row = _returning(
+            sql.ACKNOWLEDGE_HELD,
+            session_id=_db("session", session.pk),
+            reservation_id=_db("reservation_id", reservation_id),
+            holder=_db("reserved_by", holder),
+        )
+    except ValidationError:
+        row = None
+    if row is None:
+        raise err.ReservationChanged()
+    if agent_ready:
+        session.save(update_fields=session.set_agent_ready(True, clock.now()))
+        wake(session)
+    return row
+
+
+@transaction.atomic
 def reservation_release(
     *, session_id: Any, reservation_id: Any, identity: SessionIdentity | None = None
 ) -> tuple[QueuedMessage, bool]:
@@ -166,8 +234,7 @@ def reservation_release(
     if row.delivery_attempted:
         delete_row(row)
         return row, False
-    row.reservation_id = row.reservation_owner = row.reserved_at = None
-    row.save(update_fields=["reservation_id", "reservation_owner", "reserved_at"])
+    unreserve(row)
     wake(session)
     return row, True
 

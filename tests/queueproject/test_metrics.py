@@ -141,7 +141,8 @@ def test_metrics__session_queues_and_dispatchers(settings):
             session_id=session.pk, entry=session_entries.NewEntry(content=text, queued_by="user:1")
         )
     sessions.session_set_agent_ready(session_id=session.pk, ready=True)
-    assert reservations.reservation_reserve_for_agent(session_id=session.pk) is not None
+    reserved = reservations.reservation_reserve_for_agent(session_id=session.pk, holder="disp-1")
+    assert reserved is not None
     worker_heartbeat(id="disp-1", kind="session_dispatch", queues=["sessions"],
                      counts={"delivered": 5, "failed": 2}, started_at=clock.now())  # fmt: skip
     samples = scrape()

@@ -88,7 +88,9 @@ def test_agent_not_ready__counts_from_when_the_agent_went_busy(ready):
     put(ready, "b")
     with override_settings(SESSIONQUEUES_BLOCKED_NOT_READY_SECONDS=60), clock.frozen():
         clock.advance(3600)
-        services.reservation_reserve_for_agent(session_id=ready.pk)  # delivers a: busy now
+        services.reservation_reserve_for_agent(
+            session_id=ready.pk, holder="d1"
+        )  # delivers a: busy now
         busy_at = clock.now()
         clock.advance(30)
         assert blocked(ready) == {}

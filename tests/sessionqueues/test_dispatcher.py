@@ -345,3 +345,84 @@ def test_dispatcher__survives_a_lost_database_connection(ready_session):
     thread.join(20)
     assert not thread.is_alive() and not crashed
     assert recorder.seen == ["after the outage"] and dispatcher.stats.delivered == 1
+
+
+# --- recovery at start, settling where the reservation went, options ------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_start__recovers_what_a_crashed_dispatcher_under_this_id_held(ready_session):
+    put(ready_session, "a")
+    put(ready_session, "b")
+    left = services.reservation_reserve_for_agent(session_id=ready_session.pk, holder="disp-1")
+    assert left is not None and left.content == "a"
+    recorder = Recorder()
+    stats = dispatch(recorder, worker_id="disp-1")
+    assert recorder.seen == ["a", "b"] and stats.delivered == 2
+    assert not QueuedMessage.objects.filter(session=ready_session).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_start__another_dispatchers_reservation_holds_the_session(ready_session):
+    put(ready_session, "a")
+    put(ready_session, "b")
+    services.reservation_reserve_for_agent(session_id=ready_session.pk, holder="other")
+    services.session_set_agent_ready(session_id=ready_session.pk, ready=True)
+    recorder = Recorder()
+    # Registry off (tests): "other" is not judged gone, and "b" waits behind "a".
+    assert dispatch(recorder, worker_id="disp-2").delivered == 0
+    assert recorder.seen == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_recovery__a_crashed_reservation_stays(ready_session):
+    put(ready_session, "a")
+    services.reservation_reserve_for_agent(session_id=ready_session.pk, holder="disp-1")
+    assert dispatch(Recorder(), worker_id="disp-1", recover=False).delivered == 0
+    assert QueuedMessage.objects.get(session=ready_session).reserved_by == "disp-1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_acknowledge__follows_a_reservation_a_transfer_moved(ready_session, other_session):
+    put(ready_session, "a")
+    put(other_session, "there before")
+
+    def transfer_while_delivering(delivery: Any) -> bool:
+        services.queue_transfer(source_id=ready_session.pk, destination_id=other_session.pk)
+        return True
+
+    _current.append(transfer_while_delivering)
+    dispatcher = Dispatcher(deliverer_name="test-recorder", session_id=ready_session.pk, once=True)
+    dispatcher.run()
+    assert dispatcher.stats.delivered == 1
+    # The delivered entry was acknowledged in the session it moved to.
+    assert contents(other_session) == ["there before"]
+    assert not QueuedMessage.objects.filter(reservation_id__isnull=False).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_at_most_once__a_failed_delivery_is_dropped(ready_session):
+    put(ready_session, "a")
+    put(ready_session, "b")
+    stats = dispatch(Recorder(fail_on="a"), at_most_once=True)
+    assert stats.dropped == 1 and stats.released == 0
+    assert contents(ready_session) == ["b"]  # "b" waits for the back-off (not in this run)
+    assert Session.objects.get(pk=ready_session.pk).agent_ready is True  # it did not get "a"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("concurrency", [0, 257])
+def test_concurrency__out_of_range_is_refused(concurrency):
+    from sessionqueues.exceptions import InvalidSessionInput
+
+    with pytest.raises(InvalidSessionInput) as caught:
+        Dispatcher(deliverer_name="log", concurrency=concurrency)
+    assert "concurrency" in caught.value.details
+
+
+@pytest.mark.django_db(transaction=True)
+def test_session_dispatch__refuses_a_bad_concurrency():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="concurrency"):
+        call_command("session_dispatch", "--deliverer", "log", "--once", "--concurrency", "0")

@@ -49,3 +49,28 @@ def test_acknowledge__locks_and_deletes_in_one_statement(session, django_assert_
     assert row is not None
     with django_assert_num_queries(TRANSACTION + 2):  # lock row; DELETE … RETURNING
         services.reservation_acknowledge(session_id=session.pk, reservation_id=row.reservation_id)
+
+
+@pytest.mark.django_db
+def test_dispatcher_reserve__locks_reserves_and_marks_busy(session, django_assert_num_queries):
+    put(session, "a")
+    services.session_set_agent_ready(session_id=session.pk, ready=True)
+    # lock row; UPDATE … RETURNING (with the one-in-flight guard); agent busy
+    with django_assert_num_queries(TRANSACTION + 3):
+        row = services.reservation_reserve_for_agent(session_id=session.pk, holder="d1")
+    assert row is not None
+
+
+@pytest.mark.django_db
+def test_dispatcher_acknowledge__and_ready_again_in_one_transaction(
+    session, django_assert_num_queries
+):
+    put(session, "a")
+    services.session_set_agent_ready(session_id=session.pk, ready=True)
+    row = services.reservation_reserve_for_agent(session_id=session.pk, holder="d1")
+    assert row is not None
+    # lock row; DELETE … RETURNING; agent ready; wake-up
+    with django_assert_num_queries(TRANSACTION + 3 + wake_up()):
+        services.reservation_acknowledge_delivery(
+            session_id=session.pk, reservation_id=row.reservation_id, holder="d1", agent_ready=True
+        )

@@ -2,13 +2,15 @@ from typing import Any
 
 from queueproject.commands import ServiceCommand, positive_int
 from queueproject.session_limits import install_session_limits
-from sessionqueues.dispatcher import Dispatcher
+from sessionqueues.dispatcher import MAX_CONCURRENCY, Dispatcher
 
 
 class Command(ServiceCommand):
     help = (
         "Deliver queued entries of sessions whose auto-run is on and whose agent is ready, "
-        "one at a time, through a deliverer (default: the app's signed webhook)."
+        "one at a time per session, through a deliverer (default: the app's signed webhook). "
+        "Recovers reservations of crashed dispatchers at start and every few seconds "
+        "(docs/session-dispatch.md)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -19,6 +21,25 @@ class Command(ServiceCommand):
             "--until-empty", action="store_true", help="exit once nothing is deliverable"
         )
         parser.add_argument("--max-deliveries", type=positive_int, default=None)
+        parser.add_argument(
+            "--concurrency",
+            type=positive_int,
+            default=1,
+            help=f"deliveries in flight at once, to different sessions (1…{MAX_CONCURRENCY}; "
+            "database connections: N + 3)",
+        )
+        parser.add_argument(
+            "--at-most-once",
+            action="store_true",
+            help="mark each delivery attempted when reserved: a failed or interrupted "
+            "delivery is dropped, never repeated",
+        )
+        parser.add_argument(
+            "--worker-id",
+            default=None,
+            help="this process's id (default host-pid); restarting under the id of a "
+            "crashed dispatcher recovers its reservations at once",
+        )
 
     def run(self, *args: Any, **opts: Any) -> None:
         install_session_limits()  # idle-in-transaction and statement timeouts (PostgreSQL)
@@ -28,6 +49,9 @@ class Command(ServiceCommand):
             once=opts["once"],
             until_empty=opts["until_empty"],
             max_deliveries=opts["max_deliveries"],
+            concurrency=opts["concurrency"],
+            at_most_once=opts["at_most_once"],
+            worker_id=opts["worker_id"],
         )
         dispatcher.install_signal_handlers()
         dispatcher.run()
