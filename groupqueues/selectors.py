@@ -73,7 +73,10 @@ def collection_at(*, group_ref: str, name: str) -> Collection | None:
         rows = rows.filter(group_id=uuid.UUID(group_ref))
     except ValueError:
         rows = rows.filter(group__slug=group_ref)
-    return rows.first()
+    try:
+        return rows.get()  # unique (group, name); get(), not first(): no ORDER BY to compile
+    except Collection.DoesNotExist:
+        return None
 
 
 def collection_resolve(*, app: App, name: str) -> Collection:

@@ -1,8 +1,12 @@
-"""ASGI entry point."""
+"""ASGI entry point (the production server: ``uvicorn queueproject.asgi:application``)."""
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "queueproject.settings")
-application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from queueproject.asgi_handler import Handler  # noqa: E402  (needs the apps loaded)
+
+application = Handler()

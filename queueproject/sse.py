@@ -42,9 +42,10 @@ API (stable; other features build on it):
 -> AsyncIterator[bytes]``
 ``long_poll(*, fetch, start, wake, timeout, share=None) -> (items, cursor)``
 ``streaming_response(stream) -> StreamingHttpResponse``
-``Planned(plan)``, ``planner(view_class)``: the sync first step of a waiting
-endpoint; ``Wait(...)``, ``waiting_view(view_class)``: a JSON endpoint that
-long-polls (see "waiting endpoints" below)
+``Planned(plan)``, ``waiting(view_class, finish)``, ``finished(planned)``,
+``DEFER_WAITS``: a waiting endpoint, its sync first step and its async finish;
+``Wait(...)``, ``waiting_view(view_class)``: a JSON endpoint that long-polls
+(see "waiting endpoints" below)
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ import functools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from django.conf import settings as dj
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -429,15 +431,25 @@ async def long_poll(
             await wake.wait(remaining)
 
 
-# --- waiting endpoints (JSON long-polls) --------------------------------------------
+# --- waiting endpoints (long-polls and event streams) --------------------------------
 #
-# A long-poll (a claim with ``wait_seconds``, a stream read with ``wait_seconds``)
-# is a DRF view like any other for its first step: authentication, throttling,
-# authorisation, parsing and a first try, on a thread as usual. When that try
-# finds nothing and the client asked to wait, the view returns ``Planned(Wait(…))``
-# instead of a response, and :func:`waiting_view` (the async view its route
-# names) waits on the event loop: no thread and no database connection are
-# held while nothing happens, however many clients wait.
+# A waiting endpoint (a claim with ``wait_seconds``, a stream read with
+# ``wait_seconds``, a channel's long-poll or event stream) is a DRF view like any
+# other for its first step: authentication, throttling, authorisation, parsing and
+# a first try, on the request's thread with the rest of the middleware. When that
+# try finds nothing and the client asked to wait, the view returns
+# ``Planned(plan)`` instead of a response, and the endpoint's *finish* (an async
+# function of the plan) serves it on the event loop: no thread and no database
+# connection are held while nothing happens, however many clients wait.
+#
+# Who runs the finish: under the production server, the ASGI handler
+# (``queueproject.asgi_handler``), once the sync middleware chain has returned the
+# ``Planned`` (it sets :data:`DEFER_WAITS` around that chain); elsewhere (WSGI:
+# ``runserver``, the test client) the view itself, through ``async_to_sync``,
+# holding its thread as every WSGI request does.
+
+DEFER_WAITS: ContextVar[bool] = ContextVar("dq_defer_waits", default=False)
+Finish = Callable[[Any], Awaitable[HttpResponseBase]]
 
 
 @dataclass(frozen=True)
@@ -459,18 +471,19 @@ class Wait:
 class Planned(HttpResponse):
     """What a waiting endpoint's DRF view returns instead of a response when
     the async part of the endpoint is to serve it (never sent as such):
-    ``plan`` says how (a :class:`Wait`, or an endpoint's own plan)."""
+    ``plan`` says how (a :class:`Wait`, or an endpoint's own plan), ``finish``
+    (set by :func:`waiting`) serves it."""
 
     def __init__(self, plan: Any) -> None:
         super().__init__(status=200)
         self.plan = plan
+        self.finish: Finish | None = None
 
 
 def planner(view_class: type[Any]) -> Callable[..., HttpResponseBase]:
     """The first, sync step of a waiting endpoint: run the DRF view
     ``view_class`` (authentication, throttling, authorisation, parsing) and
-    answer its response rendered, or its ``Planned``. Call it with
-    :func:`run_sync`."""
+    answer its response rendered, or its ``Planned``."""
     sync_view = view_class.as_view()
 
     def plan(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
@@ -480,6 +493,50 @@ def planner(view_class: type[Any]) -> Callable[..., HttpResponseBase]:
         return response
 
     return plan
+
+
+# Set by the middleware on the stand-in, not by the finish: carried over.
+_NOT_CARRIED = frozenset({"content-type", "content-length"})
+
+
+async def finished(planned: Planned) -> HttpResponseBase:
+    """Serve ``planned``: await its finish, then carry over what the middleware
+    set on the stand-in (headers the real response lacks, cookies, and the
+    closers that end the request)."""
+    assert planned.finish is not None, "a Planned left its view without a finish"
+    response = await planned.finish(planned.plan)
+    for key, value in planned.items():
+        if key.lower() not in _NOT_CARRIED and not response.has_header(key):
+            response[key] = value
+    if isinstance(response, HttpResponse) and not response.has_header("Content-Length"):
+        response["Content-Length"] = str(len(response.content))  # as CommonMiddleware would
+    for name, morsel in planned.cookies.items():
+        response.cookies[name] = morsel
+    closers = planned._resource_closers  # type: ignore[attr-defined]  # Django's, untyped
+    response._resource_closers.extend(closers)  # type: ignore[attr-defined]
+    closers.clear()
+    return response
+
+
+def waiting(view_class: type[Any], finish: Finish) -> Callable[..., HttpResponseBase]:
+    """The view for the route of the DRF view ``view_class`` whose handlers may
+    return ``Planned``: any other response passes through; a ``Planned`` is
+    served by ``finish(plan)`` (see above for who awaits it). Every method of
+    the route goes through it; the schema is ``view_class``'s
+    (:func:`routed_as`)."""
+    plan = planner(view_class)
+
+    @csrf_exempt  # DRF's authentication enforces CSRF for session logins itself
+    def view(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
+        response = plan(request, **kwargs)
+        if isinstance(response, Planned):
+            response.finish = finish
+            if not DEFER_WAITS.get():
+                return async_to_sync(finished)(response)
+        return response
+
+    routed_as(view, view_class)
+    return view
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
@@ -497,31 +554,20 @@ def _error(exc: Exception) -> HttpResponseBase:
     return _json(response.data, response.status_code, headers)
 
 
-def waiting_view(view_class: type[Any]) -> Callable[..., Any]:
-    """The async view for the route of the DRF view ``view_class`` whose
-    handlers may return ``Planned``: it runs the DRF view off the loop, passes
-    any other response through, and serves a ``Planned`` by waiting. Every
-    method of the route goes through it (the others are answered by the DRF
-    view as usual); the schema is ``view_class``'s (:func:`routed_as`)."""
-    plan = planner(view_class)
+async def _serve_wait(wait: Wait) -> HttpResponseBase:
+    try:
+        items, cursor = await long_poll(
+            fetch=wait.fetch, start=wait.start, wake=Wakeup(wait.wake),
+            timeout=wait.timeout, share=wait.share,
+        )  # fmt: skip
+        return _json(await run_sync(wait.respond, items, cursor))
+    except DomainError as exc:  # e.g. retention passed the offset meanwhile
+        return await run_sync(_error, exc)
 
-    @csrf_exempt  # DRF's authentication enforces CSRF for session logins itself
-    async def view(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
-        response = await run_sync(plan, request, **kwargs)
-        if not isinstance(response, Planned):
-            return response
-        wait: Wait = response.plan
-        try:
-            items, cursor = await long_poll(
-                fetch=wait.fetch, start=wait.start, wake=Wakeup(wait.wake),
-                timeout=wait.timeout, share=wait.share,
-            )  # fmt: skip
-            return _json(await run_sync(wait.respond, items, cursor))
-        except DomainError as exc:  # e.g. retention passed the offset meanwhile
-            return await run_sync(_error, exc)
 
-    routed_as(view, view_class)
-    return view
+def waiting_view(view_class: type[Any]) -> Callable[..., HttpResponseBase]:
+    """:func:`waiting` for a JSON long-poll whose plan is a :class:`Wait`."""
+    return waiting(view_class, _serve_wait)
 
 
 def streaming_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:

@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
-from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.renderers import JSONRenderer
@@ -182,9 +181,6 @@ class ChannelEventsView(APIView):
         return sse.Planned(EventsPlan(channel.pk, resume, data.get("timeout"), stream))
 
 
-_plan = sse.planner(ChannelEventsView)
-
-
 def _fetch(channel_id: int) -> sse.Fetch[int, Notification]:
     def fetch(cursor: int) -> tuple[Sequence[Notification], int]:
         batch = channels.notifications_after(channel=channel_id, after=cursor)
@@ -203,13 +199,8 @@ def _render(note: Notification) -> bytes:
     return sse.format_json_event(s.NotificationSerializer(note).data, id=note.seq)
 
 
-@csrf_exempt
-async def channel_events(request: HttpRequest, g: str, c: str) -> HttpResponseBase:
-    """``GET …/channels/{c}/events/``: plan (sync, off the loop), then wait (async)."""
-    response = await sse.run_sync(_plan, request, g=g, c=c)
-    if not isinstance(response, sse.Planned):
-        return response
-    plan: EventsPlan = response.plan
+async def _serve(plan: EventsPlan) -> HttpResponseBase:
+    """``GET …/channels/{c}/events/`` once planned: stream, or long-poll (async)."""
     wake = sse.Wakeup(channels.wake_name(plan.channel_id))
     if plan.stream:
         events = sse.event_stream(
@@ -226,4 +217,4 @@ async def channel_events(request: HttpRequest, g: str, c: str) -> HttpResponseBa
     return JsonResponse(s.LongPollSerializer({"notifications": notes, "last_event_id": last}).data)
 
 
-sse.routed_as(channel_events, ChannelEventsView)
+channel_events = sse.waiting(ChannelEventsView, _serve)

@@ -14,9 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.http.response import HttpResponseBase
-from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -341,9 +340,6 @@ class ConsumerEventsView(APIView):
         return sse.Planned(EventsPlan(topic, since, query.get("timeout")))
 
 
-_plan = sse.planner(ConsumerEventsView)
-
-
 def _fetch(topic: Topic) -> sse.Fetch[int, StreamEntry | Gone]:
     def fetch(cursor: int) -> tuple[Sequence[StreamEntry | Gone], int]:
         try:
@@ -374,13 +370,8 @@ async def _until_gone(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         await events.aclose()  # type: ignore[attr-defined]
 
 
-@csrf_exempt
-async def consumer_events(request: HttpRequest, g: str, t: str, consumer: str) -> HttpResponseBase:
-    """``GET …/consumers/{consumer}/events/``: plan (sync, off the loop), then stream."""
-    response = await sse.run_sync(_plan, request, g=g, t=t, consumer=consumer)
-    if not isinstance(response, sse.Planned):
-        return response
-    plan: EventsPlan = response.plan
+async def _serve_events(plan: EventsPlan) -> HttpResponseBase:
+    """``GET …/consumers/{consumer}/events/`` once planned: stream (async)."""
     events = sse.event_stream(
         fetch=_fetch(plan.topic), start=lambda: plan.since,
         wake=sse.Wakeup(streams.wake_channel(plan.topic)), render=_render,
@@ -390,6 +381,6 @@ async def consumer_events(request: HttpRequest, g: str, t: str, consumer: str) -
     return sse.streaming_response(_until_gone(events))
 
 
-sse.routed_as(consumer_events, ConsumerEventsView)
+consumer_events = sse.waiting(ConsumerEventsView, _serve_events)
 entries = sse.waiting_view(EntriesView)
 consumer_entries = sse.waiting_view(ConsumerEntriesView)

@@ -123,6 +123,11 @@ def test_a_waiting_claim_answers_errors_in_the_envelope(
         assert_error(bad, 400, "invalid")
         empty = http.post(queue + "claim/", json={"worker_id": "w", "wait_seconds": 0.5})
         assert (empty.status_code, empty.json()) == (200, {"messages": []})
+        # Served after the wait, on the loop: it still carries what the middleware
+        # sets on every response, and the length of its own body.
+        assert empty.headers["X-Content-Type-Options"] == "nosniff"
+        assert empty.headers["X-Frame-Options"] == "DENY"
+        assert int(empty.headers["Content-Length"]) == len(empty.content)
     with httpx.Client(base_url=asgi_server.url) as anonymous:
         refused = anonymous.post(queue + "claim/", json={"worker_id": "w", "wait_seconds": 5})
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "not_authenticated"
