@@ -16,11 +16,21 @@ request's database connection is the one ``request_finished`` gives back). A
 waiting endpoint's view returns ``sse.Planned`` from that chain
 (``sse.DEFER_WAITS`` is set around it); the handler then serves it on the event
 loop with ``sse.finished``, holding no thread while it waits.
+
+Each request's thread is taken from a small stock of idle ones and given back
+when the response is sent (asgiref starts and joins a thread per request: a
+tenth of a request's CPU). Thread-local state a request leaves behind is what a
+threaded WSGI server's threads keep between requests too (the database
+connection object, given back to the pool by ``request_finished``).
 """
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
+from collections import deque
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.db import connections
 from django.http import HttpRequest
@@ -29,8 +39,42 @@ from django.utils.log import log_response
 
 from queueproject import sse
 
+IDLE_THREADS = 32  # request threads kept idle per process, at most
+
+_idle: deque[Executor] = deque()  # touched by the event loop's thread only
+
+
+class _RequestThread(ThreadSensitiveContext):
+    """asgiref's per-request thread context, on a thread kept for the next request."""
+
+    async def __aenter__(self) -> _RequestThread:
+        await super().__aenter__()  # type: ignore[no-untyped-call]  # asgiref, untyped
+        if self.token is not None:  # the outermost context: this request's
+            executor = _idle.pop() if _idle else ThreadPoolExecutor(1, "dq-request")
+            SyncToAsync.context_to_thread_executor[self] = executor
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.token is not None:
+            # Every thread-sensitive call of the request has returned. An
+            # executor shut down meanwhile (sse.release_request_thread, a
+            # waiting request's) is not kept.
+            executor = SyncToAsync.context_to_thread_executor.pop(self, None)
+            if executor is not None:
+                if len(_idle) < IDLE_THREADS and not getattr(executor, "_shutdown", True):
+                    _idle.append(executor)
+                else:
+                    executor.shutdown(wait=False)
+        await super().__aexit__(*exc)  # type: ignore[no-untyped-call]
+
 
 class Handler(ASGIHandler):
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        async with _RequestThread():
+            await self.handle(scope, receive, send)
+
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
 
