@@ -68,6 +68,7 @@ PGBOUNCER_TESTS=(
   tests/groupqueues/test_maintenance.py
   tests/sessionqueues/test_dispatch_concurrency.py
   tests/blackbox/test_server.py
+  tests/queueproject/test_pooler.py
 )
 drop_pgbouncer_test_dbs() {
   "$PY" - "$pg_url" <<'PYEOF'
