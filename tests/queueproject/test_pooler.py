@@ -47,7 +47,7 @@ def test_pooler__session_settings_follow_it_and_listen_is_refused() -> None:
 
 
 @pytest.mark.postgres
-def test_pooler__this_pass_goes_through_one(db) -> None:
+def test_pooler__this_pass_goes_through_one(db: None) -> None:
     if not settings.DATABASE_TRANSACTION_POOLER:
         pytest.skip("runs in the pass through PgBouncer (scripts/test.sh)")
     with connection.cursor() as cur:
