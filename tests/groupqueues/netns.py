@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -51,10 +52,24 @@ def check_available() -> None:
         raise Unavailable("no `ip` command (iproute2) to make network namespaces")
 
 
+def remove_strays() -> None:
+    """Remove the namespaces of earlier runs whose process is gone (killed
+    before it could clean up: ``dq<pid>h<i>``, pids of this machine)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10)
+    for line in listed.stdout.splitlines():
+        match = re.fullmatch(r"dq(\d+)h\d+", line.split(" ")[0])
+        if match and not any(
+            pid % 100000 == int(match[1])
+            for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+        ):
+            subprocess.run(["ip", "netns", "del", match[0]], capture_output=True)
+
+
 @contextlib.contextmanager
 def hosts(count: int) -> Iterator[list[Host]]:
     """``count`` hosts (namespaces with a veth pair each), removed on exit."""
     check_available()
+    remove_strays()
     tag = f"dq{os.getpid() % 100000}"
     subnet = f"10.231.{100 + os.getpid() % 150}"
     made: list[Host] = []
