@@ -43,6 +43,8 @@ class ProductSettings:
     # The worker's slots and its connection budget (README, "Database connections").
     worker_concurrency: int = 4
     worker_max_connections: int = 32
+    # DATABASE_URL names a pooler in transaction mode (docs/production.md).
+    transaction_pooler: bool = False
 
 
 @functools.cache
@@ -85,6 +87,10 @@ def product_settings() -> ProductSettings:
         # A queue_worker whose settings need more database connections than
         # this refuses to start (0: no limit).
         worker_max_connections=int(getattr(dj, "QUEUE_WORKER_MAX_CONNECTIONS", 32)),
+        # Behind a transaction pooler a session SET would stay on the server
+        # connection for its next client: none is made (session limits,
+        # plan_cache_mode).
+        transaction_pooler=bool(getattr(dj, "DATABASE_TRANSACTION_POOLER", False)),
     )
 
 

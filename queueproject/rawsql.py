@@ -102,6 +102,8 @@ def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> N
     if connection.connection.prepare_threshold == NEVER_AUTOMATICALLY:
         return  # a pooled connection set up at an earlier checkout: its session kept the SET
     connection.connection.prepare_threshold = NEVER_AUTOMATICALLY
+    if product_settings().transaction_pooler:
+        return  # a session SET would outlive our turn on the server connection
     with connection.cursor() as cur:  # Django's own: SET cannot be prepared
         cur.execute("SET plan_cache_mode = force_generic_plan")
 

@@ -8,6 +8,12 @@ the vacuum of every queue table) for longer than that: the server ends its
 session and the worker's reconnect logic takes over. Web processes keep the
 server's defaults.
 
+Behind a transaction pooler (``DATABASE_TRANSACTION_POOLER``) no limit is set:
+a session ``set_config`` would stay on the server connection for whichever
+client has it next, and this client's next transaction may run on another.
+The limits then come from the worker's role (``ALTER ROLE … SET``) or the
+pooler's own timeouts (docs/production.md, "Behind PgBouncer").
+
 ``name_connections`` names a worker's connections (``application_name`` in
 ``pg_stat_activity``), so that an operator sees whose they are and counts
 them per process."""
@@ -22,6 +28,7 @@ from django.db import connections
 from django.db.backends.signals import connection_created
 
 from queueproject import rawsql, sql
+from queueproject.conf import product_settings
 
 DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
 DEFAULT_STATEMENT_TIMEOUT_MS = 300_000
@@ -42,6 +49,8 @@ def apply_session_limits(sender: Any = None, connection: Any = None, **kwargs: A
     """Set the limits on ``connection`` (a ``connection_created`` receiver)."""
     if connection is None or connection.vendor != "postgresql":
         return
+    if product_settings().transaction_pooler:
+        return  # not ours to set: see the module's docstring
     idle, statement = limits()
     params = {"idle": f"{max(idle, 0)}ms", "statement": f"{max(statement, 0)}ms"}
     rawsql.fetch_one(sql.SESSION_LIMITS, params, using=connection.alias)

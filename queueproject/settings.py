@@ -95,6 +95,12 @@ def web_process() -> bool:
     return sys.argv[1:2] == ["runserver"] or not entry_points.isdisjoint(sys.modules)
 
 
+# DATABASE_URL names a pooler in transaction mode (PgBouncer
+# pool_mode=transaction): a connection's session is not ours between
+# transactions, so nothing may rely on it (no LISTEN, no prepared statements
+# by default, no session SET, no server-side cursor kept open). See
+# docs/production.md, "Behind PgBouncer".
+DATABASE_TRANSACTION_POOLER = env.bool("DATABASE_TRANSACTION_POOLER", default=False)
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
 }
@@ -116,6 +122,10 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 elif _db["ENGINE"] in ("django.db.backends.postgresql", "django.db.backends.postgresql_psycopg2"):
     _db["ENGINE"] = "django.db.backends.postgresql"
     _db["CONN_HEALTH_CHECKS"] = True
+    if DATABASE_TRANSACTION_POOLER:
+        # A WITH HOLD cursor (Django's .iterator() outside a transaction)
+        # outlives its transaction, and so its server connection's turn.
+        _db["DISABLE_SERVER_SIDE_CURSORS"] = True
     # The web process's connections (issue 21). Its request threads come and
     # go (runserver: one per client connection; uvicorn: one per request, from
     # asgiref's ThreadSensitiveContext), so a connection kept per thread
@@ -221,13 +231,22 @@ LOGGING = {
 
 # Product settings (types and defaults in queueproject/conf.py).
 SESSIONQUEUES_MAX_PER_SESSION = env.int("SESSIONQUEUES_MAX_PER_SESSION", default=10)
-QUEUE_PREPARED_STATEMENTS = env.bool("QUEUE_PREPARED_STATEMENTS", default=True)
+# Off by default behind a transaction pooler: PgBouncer keeps prepared
+# statements only from 1.21 on (max_prepared_statements).
+QUEUE_PREPARED_STATEMENTS = env.bool(
+    "QUEUE_PREPARED_STATEMENTS", default=not DATABASE_TRANSACTION_POOLER
+)
 # Asynchronous commit for group-queue claims (trade-off in queueproject/conf.py).
 QUEUE_ASYNC_COMMIT_CLAIMS = env.bool("QUEUE_ASYNC_COMMIT_CLAIMS", default=False)
 
 # Group queue workers (SPEC §2). QUEUE_LISTEN_NOTIFY=0 for poolers that break
 # LISTEN (PgBouncer in transaction mode): workers then poll.
-QUEUE_LISTEN_NOTIFY = env.bool("QUEUE_LISTEN_NOTIFY", default=True)
+QUEUE_LISTEN_NOTIFY = env.bool("QUEUE_LISTEN_NOTIFY", default=not DATABASE_TRANSACTION_POOLER)
+if DATABASE_TRANSACTION_POOLER and QUEUE_LISTEN_NOTIFY:
+    raise ImproperlyConfigured(
+        "QUEUE_LISTEN_NOTIFY must be off with DATABASE_TRANSACTION_POOLER: a LISTEN "
+        "through a transaction pooler hears nothing once its transaction ends."
+    )
 QUEUE_WORKER_POLL_INTERVAL = env.float("QUEUE_WORKER_POLL_INTERVAL", default=0.5)
 QUEUE_WORKER_GRACE_SECONDS = env.float("QUEUE_WORKER_GRACE_SECONDS", default=30.0)
 QUEUE_MAINTENANCE_INTERVAL = env.float("QUEUE_MAINTENANCE_INTERVAL", default=10.0)

@@ -225,4 +225,6 @@ def poll_mode() -> str:
     """How idle slots wake up, for the start-up log line."""
     if notify.listen_available():
         return "LISTEN/NOTIFY"
-    return f"polling every {product_settings().worker_poll_interval:g}s"
+    settings = product_settings()
+    pooler = " (behind a transaction pooler)" if settings.transaction_pooler else ""
+    return f"polling every {settings.worker_poll_interval:g}s{pooler}"

@@ -7,6 +7,7 @@ import json
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import manage_cmd, subprocess_env
@@ -28,11 +29,15 @@ class Started:
     """A running command whose output goes to temporary files (a pipe nobody
     reads would fill up and block the worker's logging)."""
 
-    def __init__(self, *args: str, **env: str) -> None:
+    def __init__(self, *args: str, wrap: Callable[[list[str]], list[str]] | None = None,
+                 **env: str) -> None:  # fmt: skip
+        """``wrap``: turns the command line into the one to run (e.g. inside
+        a network namespace: ``Host.command`` of tests/groupqueues/netns.py)."""
         self.paths = [tempfile.mkstemp(prefix="worker-", suffix=f".{n}")[1] for n in ("out", "err")]
         self.out, self.err = (open(p, "w") for p in self.paths)  # noqa: SIM115
+        argv = manage_cmd(*args)
         self.proc = subprocess.Popen(
-            manage_cmd(*args),
+            wrap(argv) if wrap else argv,
             env=subprocess_env(**env),
             stdout=self.out,
             stderr=self.err,
@@ -74,7 +79,7 @@ class Started:
 
 
 def start_command(*args: str, **env: str) -> Started:
-    return Started(*args, **env)
+    return Started(*args, wrap=None, **env)
 
 
 def outcome_lines(stderr: str) -> list[dict[str, Any]]:

@@ -62,3 +62,19 @@ def test_limits__nothing_on_sqlite(db):
     if connection.vendor != "sqlite":
         pytest.skip("SQLite only")
     session_limits.apply_session_limits(connection=connection)  # a no-op, no error
+
+
+@pytest.mark.postgres
+def test_limits__none_set_behind_a_transaction_pooler(transactional_db, settings):
+    """A session SET through PgBouncer in transaction mode would stay on the
+    server connection for its next client: behind a pooler none is made."""
+    settings.DATABASE_TRANSACTION_POOLER = True
+    settings.QUEUE_WORKER_STATEMENT_TIMEOUT_MS = 400
+    before = show("statement_timeout")
+    session_limits.install_session_limits()
+    try:
+        connection.close()
+        assert show("statement_timeout") == before
+    finally:
+        connection_created.disconnect(dispatch_uid=session_limits.DISPATCH_UID)
+        connection.close()
