@@ -239,6 +239,26 @@ def test_limit__max_in_flight_per_key_is_per_enqueuer(queue):
     assert claim(queue, 10) == []
 
 
+def test_limit__max_in_flight_per_key_with_fairness_by_enqueuer_is_per_enqueuer(queue):
+    services.collection_update(collection=queue, fairness="enqueuer", max_in_flight_per_key=1)
+    ids = _fill_tenants(queue, {"app:a": 3, "app:b": 3})
+    assert set(_ids(claim(queue, 10))) == {ids["app:a"][0], ids["app:b"][0]}
+    assert claim(queue, 10) == []
+
+
+def test_limit__max_in_flight_per_key_with_fairness_by_ordering_key(queue):
+    """Per ordering key, and the messages without one count together (their
+    partition is ""): a keyed message is alone in flight anyway, so the limit
+    only holds the keyless ones back."""
+    services.collection_update(collection=queue, fairness="ordering_key", max_in_flight_per_key=2)
+    keyless = [enqueue(queue, i) for i in range(4)]
+    a1 = enqueue(queue, "a1", ordering_key="a")
+    enqueue(queue, "a2", ordering_key="a")
+    b1 = enqueue(queue, "b1", ordering_key="b")
+    assert set(_ids(claim(queue, 10))) == {*keyless[:2], a1, b1}
+    assert claim(queue, 10) == []
+
+
 def test_limit__rate_limit(queue, frozen):
     services.collection_update(collection=queue, rate_limit="3/s")
     for i in range(10):
