@@ -644,6 +644,7 @@ class TaskRun(models.Model):
     task_path = models.CharField(max_length=300)
     queue_name = models.CharField(max_length=64)
     priority = models.IntegerField(default=0)
+    ordering_key = models.CharField(max_length=200, null=True, blank=True)  # the message's
     args = models.JSONField(default=list)
     kwargs = models.JSONField(default=dict)
     status = models.CharField(
