@@ -193,6 +193,39 @@ def test_fairness__priority_still_wins(queue):
     assert got == [urgent, ids["app:a"][0]]
 
 
+def _fill_priority(queue, tenant, count, priority):
+    results = services.message_enqueue_batch(
+        collection=queue,
+        messages=[services.NewMessage(payload=i, priority=priority) for i in range(count)],
+        enqueued_by=tenant,
+    )
+    return [r.id for r in results]
+
+
+def test_fairness__large_backlogs_alternate_exactly(queue):
+    """Every tenant with more than its share: one round from each in turn
+    (PostgreSQL reads only each tenant's first share and one more)."""
+    services.collection_update(collection=queue, fairness="enqueuer")
+    ids = _fill_tenants(queue, {"app:a": 30, "app:b": 30, "app:c": 30})
+    assert set(_ids(claim(queue, 9))) == {i for t in ids.values() for i in t[:3]}
+    assert set(_ids(claim(queue, 3))) == {t[3] for t in ids.values()}
+
+
+def test_fairness__a_tenants_backlog_of_higher_priority_comes_whole(queue):
+    """Priority first, even past a tenant's share of the claim (PostgreSQL
+    then chooses from every tenant's first n, not only their first shares)."""
+    services.collection_update(collection=queue, fairness="enqueuer")
+    urgent = _fill_priority(queue, "app:a", 20, 5)
+    _fill_priority(queue, "app:b", 20, 0)
+    assert set(_ids(claim(queue, 10))) == set(urgent[:10])
+
+
+def test_fairness__a_short_tenant_leaves_its_share_to_the_others(queue):
+    services.collection_update(collection=queue, fairness="enqueuer")
+    ids = _fill_tenants(queue, {"app:a": 1, "app:b": 30})
+    assert set(_ids(claim(queue, 10))) == {ids["app:a"][0], *ids["app:b"][:9]}
+
+
 def test_fairness__by_ordering_key(queue):
     services.collection_update(collection=queue, fairness="ordering_key")
     x = [enqueue(queue, i, ordering_key="x") for i in range(3)]
