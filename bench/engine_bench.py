@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the bench imports Django code only after django.setup()
     from multiprocessing.synchronize import Event
+
+    from cpu_cost import Cost
 
     from groupqueues.models import Collection
 
@@ -343,32 +346,38 @@ def fill_featured(queue: Collection, count: int, mode: str) -> None:
         services.message_enqueue_batch(collection=queue, messages=batch, enqueued_by=by)
 
 
-def bench_feature(count: int, batch: int, mode: str) -> tuple[int, float]:
-    """claim+ack at ``batch`` in one process over a queue filled for ``mode``."""
+def bench_feature(count: int, batch: int, mode: str) -> tuple[int, Cost]:
+    """claim+ack at ``batch`` in one process over a queue filled for ``mode``:
+    (messages, what the drain cost)."""
+    from cpu_cost import measured
+
     queue = new_queue(mode)
     fill_featured(queue, count, mode)
     settle()
-    start = time.perf_counter()
-    done = drain(queue.pk, batch)
-    return done, time.perf_counter() - start
+    return measured(lambda: drain(queue.pk, batch))
 
 
 def features(count: int, repeat: int) -> None:
     """Plain, keys and fairness interleaved (plain first in every round), and
-    each one's best rate as a share of the plain path's."""
-    best: dict[tuple[str, int], float] = {}
+    each one's median rate as a share of the plain path's, by wall clock and by
+    CPU (client + server) per message: on a busy machine the wall-clock rates
+    of one mode vary several-fold between rounds, its CPU far less."""
+    rates: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
     for _ in range(repeat):
         for batch in (1, 100):
             for mode in ("plain", "keys", "fair"):
-                done, seconds = bench_feature(count if batch == 100 else count // 10, batch, mode)
-                best[mode, batch] = max(best.get((mode, batch), 0.0), done / seconds)
+                done, cost = bench_feature(count if batch == 100 else count // 10, batch, mode)
+                rates.setdefault((mode, batch), []).append(done / cost.wall)
+                cpus.setdefault((mode, batch), []).append(cost.cpu / done * 1e6)
     for batch in (1, 100):
-        plain = best["plain", batch]
+        plain_rate = statistics.median(rates["plain", batch])
+        plain_cpu = statistics.median(cpus["plain", batch])
         for mode in ("plain", "keys", "fair"):
-            r = best[mode, batch]
-            share = r / plain
+            r, c = statistics.median(rates[mode, batch]), statistics.median(cpus[mode, batch])
             print(
-                f"claim+ack batch {batch:>3}, {mode:<5} {r:>10,.0f} msg/s  {share:>6.0%} of plain"
+                f"claim+ack batch {batch:>3}, {mode:<5} {r:>10,.0f} msg/s {r / plain_rate:>6.0%}"
+                f" of plain; CPU {c:>6.0f} us/msg, plain/this {plain_cpu / c:>5.0%}"
             )
 
 

@@ -26,7 +26,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from groupqueues import admin_dead, selectors, services
+from groupqueues import admin_dead, admin_keys, selectors, services
 from groupqueues.exceptions import GroupQueueError, InvalidQueueInput
 from groupqueues.excerpts import error_excerpt, payload_excerpt
 from groupqueues.models import Collection, CollectionKind, Fairness, Message, MessageState
@@ -150,7 +150,7 @@ class CollectionAdmin(CapabilityAdmin):
     list_filter = ["paused", GroupFilter]
     list_select_related = ["group"]
     search_fields = ["name", "group__slug"]
-    readonly_fields = ["stats_summary"]
+    readonly_fields = ["stats_summary", "ordering_keys"]
     actions = ["pause", "resume", "redrive_dead", "purge"]
 
     def group_of(self, obj: Collection) -> Group:
@@ -184,7 +184,7 @@ class CollectionAdmin(CapabilityAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         if obj is None:
             return []
-        return ["group", "name", "stats_summary"]
+        return ["group", "name", "stats_summary", "ordering_keys"]
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "group":
@@ -252,21 +252,43 @@ class CollectionAdmin(CapabilityAdmin):
             age(stats.oldest_pending_age_seconds),
         )  # fmt: skip
 
+    @admin.display(description="ordering keys")
+    def ordering_keys(self, obj: Collection) -> str:  # HTML (format_html)
+        if obj.pk is None:  # unsaved: django-stubs type an auto pk as int, never None
+            return "-"  # type: ignore[unreachable]
+        url = reverse("admin:groupqueues_collection_keys", args=[obj.pk])
+        return format_html(
+            '<a href="{}">keys with live messages</a>, <a href="{}?blocked=true">blocked keys'
+            "</a> (their head, why it holds the key back, how many wait behind it)",
+            url, url,
+        )  # fmt: skip
+
     def get_urls(self) -> list[Any]:
         """The dashboard and database-health pages (``dashboard_admin``), the
-        dead-message page, then the admin's own."""
+        dead-message and ordering-key pages, then the admin's own."""
         from groupqueues.dashboard_admin import admin_urls
 
         dead = self.admin_site.admin_view(self.dead_messages)
-        own = [path("<int:pk>/dead/", dead, name="groupqueues_collection_dead")]
+        keys = self.admin_site.admin_view(self.keys_of_queue)
+        own = [
+            path("<int:pk>/dead/", dead, name="groupqueues_collection_dead"),
+            path("<int:pk>/keys/", keys, name="groupqueues_collection_keys"),
+        ]
         return [*admin_urls(self), *own, *super().get_urls()]
 
-    def dead_messages(self, request: HttpRequest, pk: int) -> HttpResponse:
-        """The queue's dead messages by filter, with redrive / purge (``admin_dead``)."""
+    def _readable_queue(self, request: HttpRequest, pk: int) -> Collection:
         collection = self.get_queryset(request).select_related("group").filter(pk=pk).first()
         if collection is None:
             raise Http404("No such queue.")
-        return admin_dead.dead_messages_view(self, request, collection)
+        return collection
+
+    def dead_messages(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """The queue's dead messages by filter, with redrive / purge (``admin_dead``)."""
+        return admin_dead.dead_messages_view(self, request, self._readable_queue(request, pk))
+
+    def keys_of_queue(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """The queue's ordering keys and their heads, blocked or all (``admin_keys``)."""
+        return admin_keys.ordering_keys_view(self, request, self._readable_queue(request, pk))
 
     # actions: each collection is checked for QUEUE_MANAGE on its group
     def _managed(self, request: HttpRequest, queryset: QuerySet[Collection]) -> list[Collection]:

@@ -110,6 +110,16 @@ class Fairness(models.TextChoices):
     ORDERING_KEY = "ordering_key"
 
 
+# What ``max_in_flight_per_key`` counts: claimed messages with a running lease
+# per partition (``Message.fair_key``, set at enqueue). The serializer (so the
+# OpenAPI schema) and ``create_queue`` say it in these words.
+MAX_IN_FLIGHT_PER_KEY_HELP = (
+    "Claimed at once (running leases) per enqueuer with fairness none or enqueuer; per "
+    "ordering key with fairness ordering_key, where the messages without a key count "
+    "together as one; null: no limit."
+)
+
+
 class CollectionQuerySet(models.QuerySet["Collection"]):
     def queues(self) -> CollectionQuerySet:
         return self.filter(kind=CollectionKind.QUEUE)
@@ -634,6 +644,7 @@ class TaskRun(models.Model):
     task_path = models.CharField(max_length=300)
     queue_name = models.CharField(max_length=64)
     priority = models.IntegerField(default=0)
+    ordering_key = models.CharField(max_length=200, null=True, blank=True)  # the message's
     args = models.JSONField(default=list)
     kwargs = models.JSONField(default=dict)
     status = models.CharField(

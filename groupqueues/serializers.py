@@ -26,6 +26,7 @@ from groupqueues.dead_filters import (
 from groupqueues.exceptions import InvalidQueueInput
 from groupqueues.models import (
     COLLECTION_NAME_VALIDATOR,
+    MAX_IN_FLIGHT_PER_KEY_HELP,
     Collection,
     CollectionKind,
     DeadReason,
@@ -163,7 +164,7 @@ class CollectionSettingsSerializer(StrictSerializer):
     max_in_flight = setting_field("max_in_flight", help_text="Claimed at once; null: no limit.")
     max_in_flight_per_key = setting_field(
         "max_in_flight_per_key",
-        help_text="Claimed at once per enqueuer (per ordering key with fairness=ordering_key).",
+        help_text=MAX_IN_FLIGHT_PER_KEY_HELP,
     )
     rate_limit = StrictCharField(
         allow_null=True, max_length=20,

@@ -23,6 +23,19 @@ objects made with ``@task`` are run), marks the run RUNNING, calls it and
 records SUCCESSFUL with the return value or FAILED with the exception class
 and traceback. A task that raises is not retried (Django Tasks semantics): its
 message dies ``failed``. ``get_result(id)`` reads the TaskRun.
+
+Ordering keys (docs/ordering-and-limits.md): the backend's tasks are
+``GroupQueueTask`` (its ``task_class``, so ``@task`` makes them), whose
+``using()`` also takes ``ordering_key``::
+
+    charge.using(ordering_key="order-42").enqueue(42)
+    refund.using(ordering_key="order-42").enqueue(42)   # runs after charge, never beside it
+
+The message carries the key: tasks with one key in a queue run one at a time,
+in enqueue order (a task that fails dies and unblocks its key). The key is
+checked when the task is made (a text of 1 to 200 characters, else
+InvalidTaskError naming ``ordering_key``) and kept on the TaskRun, so a
+result's ``task`` has it too.
 """
 
 from __future__ import annotations
@@ -30,7 +43,8 @@ from __future__ import annotations
 import contextlib
 import json
 import traceback
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from django.db import transaction
 from django.utils.crypto import get_random_string
@@ -42,13 +56,18 @@ if TYPE_CHECKING:
     from django_tasks import TaskContext, TaskResult, TaskResultStatus
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskError
-    from django_tasks.exceptions import InvalidTaskBackendError, TaskResultDoesNotExist
+    from django_tasks.exceptions import (
+        InvalidTaskBackendError,
+        InvalidTaskError,
+        TaskResultDoesNotExist,
+    )
     from django_tasks.signals import task_enqueued, task_finished, task_started
 else:
     try:  # Django >= 6
         from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
         from django.tasks.backends.base import BaseTaskBackend
         from django.tasks.base import TaskError
+        from django.tasks.exceptions import InvalidTask as InvalidTaskError
         from django.tasks.exceptions import InvalidTaskBackend as InvalidTaskBackendError
         from django.tasks.exceptions import TaskResultDoesNotExist
         from django.tasks.signals import task_enqueued, task_finished, task_started
@@ -56,11 +75,21 @@ else:
         from django_tasks import TaskContext, TaskResult, TaskResultStatus
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task, TaskError
-        from django_tasks.exceptions import InvalidTaskBackendError, TaskResultDoesNotExist
+        from django_tasks.exceptions import (
+            InvalidTaskBackendError,
+            InvalidTaskError,
+            TaskResultDoesNotExist,
+        )
         from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from groupqueues import services
-from groupqueues.exceptions import CollectionExists, CollectionNotFound, TriggerExists
+from groupqueues import validation as check
+from groupqueues.exceptions import (
+    CollectionExists,
+    CollectionNotFound,
+    InvalidQueueInput,
+    TriggerExists,
+)
 from groupqueues.handlers import PermanentFailure
 from groupqueues.models import Collection, TaskRun, TaskRunStatus, Trigger
 from groupqueues.trigger_services import trigger_create
@@ -76,7 +105,37 @@ class TaskFailed(PermanentFailure):
     """The task raised; the TaskRun holds the error (no retry)."""
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupQueueTask(Task[P, T]):
+    """A Django Task that may carry an ordering key (the backend's
+    ``task_class``): ``task.using(ordering_key="order-42")``. ``@task`` is
+    typed as returning a plain Task: typed code that sets a key says
+    ``cast(GroupQueueTask[P, T], my_task).using(ordering_key=…)``."""
+
+    ordering_key: str | None = None
+    """Tasks with one key in a queue run one at a time, in enqueue order."""
+
+    def using(self, *, ordering_key: str | None = None, **changes: Any) -> GroupQueueTask[P, T]:
+        """``Task.using`` plus ``ordering_key`` (None: unchanged, as the
+        others). Raises InvalidTaskError for a bad key."""
+        task = super().using(**changes)
+        if ordering_key is None:
+            return task
+        return replace(task, ordering_key=ordering_key)
+
+
+def ordering_key_of(task: Task) -> str | None:
+    """The task's ordering key (None for a plain Task, made with another
+    backend's task class)."""
+    return getattr(task, "ordering_key", None)
+
+
 class GroupQueueTaskBackend(BaseTaskBackend):
+    task_class = GroupQueueTask
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -87,6 +146,17 @@ class GroupQueueTaskBackend(BaseTaskBackend):
         self.group_slug = self.options.get("GROUP", "tasks")
         self.create_queues = self.options.get("CREATE_QUEUES", True)
 
+    def validate_task(self, task: Task) -> None:
+        """Django's checks, and the ordering key's (InvalidTaskError naming
+        ``ordering_key``: a text of 1 to 200 characters)."""
+        super().validate_task(task)
+        key = ordering_key_of(task)
+        if key is not None:
+            try:
+                check.check_text(key, "ordering_key", low=1, high=check.IDEMPOTENCY_KEY_MAX)
+            except InvalidQueueInput as exc:
+                raise InvalidTaskError(str(exc)) from None
+
     # --- enqueue ----------------------------------------------------------------
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Store the run and its message in one transaction. Raises
@@ -96,7 +166,8 @@ class GroupQueueTaskBackend(BaseTaskBackend):
         now = clock.now()
         run = TaskRun(
             id=get_random_string(RESULT_ID_LENGTH), backend=self.alias, task_path=task.module_path,
-            queue_name=task.queue_name, priority=task.priority, args=normalize_json(args),
+            queue_name=task.queue_name, priority=task.priority,
+            ordering_key=ordering_key_of(task), args=normalize_json(args),
             kwargs=normalize_json(kwargs), enqueued_at=now, run_after=task.run_after,
         )  # fmt: skip
         collection = self._collection(task.queue_name)
@@ -105,6 +176,7 @@ class GroupQueueTaskBackend(BaseTaskBackend):
             message = services.message_enqueue(
                 collection=collection, payload={"task_run": run.id}, enqueued_by=ENQUEUED_BY,
                 priority=task.priority, deliver_after=task.run_after,
+                ordering_key=run.ordering_key,
             )  # fmt: skip
             TaskRun.objects.filter(pk=run.pk).update(message_id=message.id)
         result = task_result(run, task)
@@ -158,8 +230,11 @@ def _task_of(run: TaskRun) -> Task:
         raise TaskFailed(f"cannot import task {run.task_path!r}: {exc}") from exc
     if not isinstance(obj, Task):
         raise TaskFailed(f"{run.task_path!r} is not a task (define it with @task)")
-    return obj.using(priority=run.priority, queue_name=run.queue_name, run_after=run.run_after,
+    task = obj.using(priority=run.priority, queue_name=run.queue_name, run_after=run.run_after,
                      backend=run.backend)  # fmt: skip
+    if run.ordering_key is not None and isinstance(task, GroupQueueTask):
+        task = replace(task, ordering_key=run.ordering_key)
+    return task
 
 
 def normalize_json(value: Any) -> Any:

@@ -85,8 +85,8 @@ NEVER_AUTOMATICALLY = 2**31 - 1
 
 def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> None:
     """``connection_created`` hook (PostgreSQL, ``QUEUE_PREPARED_STATEMENTS``):
-    let this connection prepare the statements :func:`cursor` runs, and keep
-    their generic plans (``plan_cache_mode``).
+    let this connection prepare the statements :func:`cursor` runs, keep
+    their generic plans (``plan_cache_mode``), without JIT compilation.
 
     Left to itself, PostgreSQL plans a prepared statement afresh for its first
     five runs and then keeps the generic plan only if its estimated cost is
@@ -96,7 +96,14 @@ def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> N
     bench/README.md). The generic plan is the same plan (index scans on the
     partial indexes, LockRows, LIMIT; pinned by
     ``tests/groupqueues/test_queries.py``). Only statements bound server-side
-    are affected: Django's own are not prepared."""
+    are affected: Django's own are not prepared.
+
+    JIT is off for the same reason: PostgreSQL compiles a plan whose
+    *estimated* cost passes ``jit_above_cost``, and a generic plan's estimate
+    is blind. The fairness claim's is over a million (it prices the per-key
+    count for every candidate it cannot see skipped), so each claim spent
+    0.1-2.5 s compiling a plan that runs in 8 ms (bench/README.md, issue 18).
+    The queue's statements are short index walks; none gains from JIT."""
     if connection.vendor != "postgresql" or not product_settings().queue_prepared_statements:
         return
     if connection.connection.prepare_threshold == NEVER_AUTOMATICALLY:
@@ -105,7 +112,10 @@ def enable_prepared_statements(sender: Any, connection: Any, **kwargs: Any) -> N
     if product_settings().transaction_pooler:
         return  # a session SET would outlive our turn on the server connection
     with connection.cursor() as cur:  # Django's own: SET cannot be prepared
-        cur.execute("SET plan_cache_mode = force_generic_plan")
+        cur.execute(
+            "SELECT set_config('plan_cache_mode', 'force_generic_plan', false),"
+            " set_config('jit', 'off', false)"
+        )
 
 
 @functools.cache

@@ -28,3 +28,9 @@ def which_attempt(context: TaskContext) -> int:
 
 def not_a_task() -> None:  # a plain function: the worker must refuse it
     raise AssertionError("must never run")
+
+
+@task
+def stamp(label: str, seconds: float) -> str:
+    time.sleep(seconds)
+    return label

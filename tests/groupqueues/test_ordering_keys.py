@@ -193,6 +193,39 @@ def test_fairness__priority_still_wins(queue):
     assert got == [urgent, ids["app:a"][0]]
 
 
+def _fill_priority(queue, tenant, count, priority):
+    results = services.message_enqueue_batch(
+        collection=queue,
+        messages=[services.NewMessage(payload=i, priority=priority) for i in range(count)],
+        enqueued_by=tenant,
+    )
+    return [r.id for r in results]
+
+
+def test_fairness__large_backlogs_alternate_exactly(queue):
+    """Every tenant with more than its share: one round from each in turn
+    (PostgreSQL reads only each tenant's first share and one more)."""
+    services.collection_update(collection=queue, fairness="enqueuer")
+    ids = _fill_tenants(queue, {"app:a": 30, "app:b": 30, "app:c": 30})
+    assert set(_ids(claim(queue, 9))) == {i for t in ids.values() for i in t[:3]}
+    assert set(_ids(claim(queue, 3))) == {t[3] for t in ids.values()}
+
+
+def test_fairness__a_tenants_backlog_of_higher_priority_comes_whole(queue):
+    """Priority first, even past a tenant's share of the claim (PostgreSQL
+    then chooses from every tenant's first n, not only their first shares)."""
+    services.collection_update(collection=queue, fairness="enqueuer")
+    urgent = _fill_priority(queue, "app:a", 20, 5)
+    _fill_priority(queue, "app:b", 20, 0)
+    assert set(_ids(claim(queue, 10))) == set(urgent[:10])
+
+
+def test_fairness__a_short_tenant_leaves_its_share_to_the_others(queue):
+    services.collection_update(collection=queue, fairness="enqueuer")
+    ids = _fill_tenants(queue, {"app:a": 1, "app:b": 30})
+    assert set(_ids(claim(queue, 10))) == {ids["app:a"][0], *ids["app:b"][:9]}
+
+
 def test_fairness__by_ordering_key(queue):
     services.collection_update(collection=queue, fairness="ordering_key")
     x = [enqueue(queue, i, ordering_key="x") for i in range(3)]
@@ -236,6 +269,26 @@ def test_limit__max_in_flight_per_key_is_per_enqueuer(queue):
     ids = _fill_tenants(queue, {"app:a": 5, "app:b": 5})
     got = set(_ids(claim(queue, 10)))
     assert got == set(ids["app:a"][:2] + ids["app:b"][:2])
+    assert claim(queue, 10) == []
+
+
+def test_limit__max_in_flight_per_key_with_fairness_by_enqueuer_is_per_enqueuer(queue):
+    services.collection_update(collection=queue, fairness="enqueuer", max_in_flight_per_key=1)
+    ids = _fill_tenants(queue, {"app:a": 3, "app:b": 3})
+    assert set(_ids(claim(queue, 10))) == {ids["app:a"][0], ids["app:b"][0]}
+    assert claim(queue, 10) == []
+
+
+def test_limit__max_in_flight_per_key_with_fairness_by_ordering_key(queue):
+    """Per ordering key, and the messages without one count together (their
+    partition is ""): a keyed message is alone in flight anyway, so the limit
+    only holds the keyless ones back."""
+    services.collection_update(collection=queue, fairness="ordering_key", max_in_flight_per_key=2)
+    keyless = [enqueue(queue, i) for i in range(4)]
+    a1 = enqueue(queue, "a1", ordering_key="a")
+    enqueue(queue, "a2", ordering_key="a")
+    b1 = enqueue(queue, "b1", ordering_key="b")
+    assert set(_ids(claim(queue, 10))) == {*keyless[:2], a1, b1}
     assert claim(queue, 10) == []
 
 

@@ -1,15 +1,20 @@
 """The Django Tasks backend on group queues (SPEC §2): enqueue, run by
-``queue_worker``, results, failure, priority and run_after."""
+``queue_worker``, results, failure, priority, run_after and ordering keys."""
 
 from __future__ import annotations
 
+import itertools
+import subprocess
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from django_tasks import TaskResultStatus, task_backends
-from django_tasks.exceptions import TaskResultDoesNotExist
+from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
 
-from groupqueues.models import Message, TaskRun, Trigger
+from groupqueues import services
+from groupqueues.models import Collection, Message, TaskRun, Trigger
+from groupqueues.tasks_backend import GroupQueueTask
 from queueproject import clock
 from tests.factories import GroupFactory
 from tests.groupqueues import tasks
@@ -21,8 +26,8 @@ def tasks_group(db):
     return GroupFactory(slug="tasks")
 
 
-def drain():
-    done = run_command("queue_worker", "--until-empty")
+def drain(*options: str) -> subprocess.CompletedProcess:
+    done = run_command("queue_worker", "--until-empty", *options)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -144,3 +149,60 @@ def test_enqueue__sends_the_enqueued_signal(tasks_group):
     finally:
         task_enqueued.disconnect(receiver)
     assert seen == [result.id]
+
+
+# --- ordering keys (SPEC §7) --------------------------------------------------------
+
+
+def keyed(t: Any) -> GroupQueueTask:
+    """``t`` as the backend's task class (``@task`` is typed as a plain Task)."""
+    assert isinstance(t, GroupQueueTask)
+    return t
+
+
+def message_of(result: Any) -> Message:
+    message_id = TaskRun.objects.get(pk=result.id).message_id
+    assert message_id is not None
+    return Message.objects.get(id=message_id)
+
+
+def test_ordering_key__the_message_and_the_result_carry_it(tasks_group):
+    task = keyed(tasks.add).using(ordering_key="order-42", priority=3)
+    assert (task.ordering_key, task.priority) == ("order-42", 3)
+    assert task.using(priority=4).ordering_key == "order-42"  # kept by later using()
+    result = task.enqueue(1, 2)
+    assert TaskRun.objects.get(pk=result.id).ordering_key == "order-42"
+    assert message_of(result).ordering_key == "order-42"
+    assert keyed(task_backends["default"].get_result(result.id).task).ordering_key == "order-42"
+    assert message_of(tasks.add.enqueue(1, 2)).ordering_key is None
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 201, 42, "nul\x00"])
+def test_ordering_key__a_bad_key_is_refused_naming_it(tasks_group, bad):
+    with pytest.raises(InvalidTaskError, match="ordering_key: Must"):
+        keyed(tasks.add).using(ordering_key=bad)
+    assert not TaskRun.objects.exists() and not Message.objects.exists()
+
+
+def test_ordering_key__one_claim_hands_out_only_the_head(tasks_group):
+    first = keyed(tasks.add).using(ordering_key="k").enqueue(1, 1)
+    keyed(tasks.add).using(ordering_key="k").enqueue(2, 2)
+    other = tasks.add.enqueue(3, 3)
+    collection = Collection.objects.get(group=tasks_group, name="default")
+    claimed = services.message_claim(collection=collection, worker_id="w", n=10)
+    runs = {TaskRun.objects.get(message_id=m.id).pk for m in claimed}
+    assert runs == {first.id, other.id}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ordering_key__tasks_of_one_key_run_one_at_a_time_in_order(tasks_group):
+    one_key = keyed(tasks.stamp).using(ordering_key="order-7")
+    results = [one_key.enqueue(f"k{i}", 0.3) for i in range(3)]
+    # four slots claiming one message each: without the key they would overlap
+    Trigger.objects.filter(group=tasks_group).update(concurrency=4, batch_size=1)
+    drain("--concurrency", "4")
+    runs = [TaskRun.objects.get(pk=r.id) for r in results]
+    assert [r.return_value for r in runs] == ["k0", "k1", "k2"]
+    for earlier, later in itertools.pairwise(runs):
+        assert earlier.finished_at is not None and later.started_at is not None
+        assert earlier.finished_at <= later.started_at

@@ -77,6 +77,7 @@ def test_shared_statements__are_prepared_once_and_keep_their_generic_plan(rf):
         assert throttle.allow_request(request, None)
         notify("dq_test_prepared")
     assert rawsql.fetch_one("SHOW plan_cache_mode") == ("force_generic_plan",)
+    assert rawsql.fetch_one("SHOW jit") == ("off",)  # generic plans' costs are blind
     assert prepared_like("INSERT INTO queueproject_lease") == [(6, 0)]
     assert prepared_like("INSERT INTO principals_ratecounter") == [(6, 0)]
     assert prepared_like("pg_notify") == [(6, 0)]

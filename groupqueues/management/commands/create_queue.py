@@ -1,6 +1,7 @@
 from typing import Any
 
 from groupqueues import services
+from groupqueues.models import MAX_IN_FLIGHT_PER_KEY_HELP
 from principals.services import group_get
 from queueproject.commands import ServiceCommand, positive_int
 
@@ -33,8 +34,7 @@ class Command(ServiceCommand):
         parser.add_argument("--fairness", choices=["none", "enqueuer", "ordering_key"])
         parser.add_argument("--max-in-flight", type=positive_int, help="claimed at once")
         parser.add_argument("--max-in-flight-per-key", type=positive_int,
-                            help="claimed at once per enqueuer (per ordering key with "
-                                 "--fairness ordering_key)")  # fmt: skip
+                            help=MAX_IN_FLIGHT_PER_KEY_HELP)  # fmt: skip
         parser.add_argument("--rate-limit", help='claims per interval: "100/s", "1000/min"')
 
     def run(self, *args: Any, **opts: Any) -> None:
