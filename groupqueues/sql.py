@@ -198,18 +198,23 @@ SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM prev)
 """
 
 # The full refresh (the maintenance pass, every QUEUE_MAINTENANCE_INTERVAL;
-# also the first floor of a collection): the highest priority of its live
+# also the first floor of a collection): the highest priority of its ready
 # rows (0 if none); the first (ready time, seq) of its ready rows (the head of
-# each priority: a loose index scan, one probe per priority used), of its
-# claimed rows (a release or reclaim puts one back in its old place) and of
-# ``now - margin``; and the earliest lease of its claimed rows or ``now -
-# margin``. A row made ready after this pass is not below the floor in claim
-# order unless its ready time is more than ``margin`` before the pass and it
-# commits after it (an enqueue in a long transaction, clocks further apart
-# than the margin, an enqueue or replace with a ``deliver_after`` in the
-# past: a *straggler*): the next full refresh, whose probes start from the
-# head, lowers the floor to it. Its probes walk every dead entry behind a
-# held transaction, once per maintenance pass.
+# each priority: a loose index scan, one probe per priority used) and of
+# ``now - margin``; and the lease floor as the incremental refresh below
+# computes it (from the newest version's lease floor, or from the start).
+# Claimed rows are not counted in the ready floor: a release or reclaim
+# that puts one back below it lowers the floor itself, and a release that
+# commits after this refresh's snapshot adds its own version first (this
+# one then adds nothing, and the caller computes it again). A row made
+# ready after this pass is not below the floor in claim order unless its
+# ready time is more than ``margin`` before the pass and it commits after
+# it (an enqueue in a long transaction, clocks further apart than the
+# margin, an enqueue or replace with a ``deliver_after`` in the past: a
+# *straggler*): the next full refresh, whose probes start from the head,
+# lowers the floor to it. Its probes walk every dead entry of
+# ``gq_msg_claimable`` behind a held transaction, once per maintenance pass
+# (lease stragglers are found by the pass's reclaim).
 CLAIM_FLOOR_POSTGRES = (
     """WITH RECURSIVE heads AS (
     (SELECT priority, deliver_after, seq FROM groupqueues_message
@@ -222,25 +227,26 @@ CLAIM_FLOOR_POSTGRES = (
           AND priority < above.priority
         ORDER BY priority DESC, deliver_after, seq LIMIT 1
     ) AS h
-), claimed AS (
-    SELECT priority, deliver_after, seq, lease_expires_at FROM groupqueues_message
-    WHERE collection_id = %(collection_id)s AND state = 'claimed'
 ), low AS (
     SELECT deliver_after, seq FROM (
         SELECT deliver_after, seq FROM heads
-        UNION ALL SELECT deliver_after, seq FROM claimed
         UNION ALL SELECT %(now)s - %(margin)s, 0
     ) AS k ORDER BY deliver_after, seq LIMIT 1
 ), """
     + _FLOOR_PREV
-    + """, added AS (
+    + """, lapsed AS (
+    SELECT lease_expires_at FROM groupqueues_message
+    WHERE collection_id = %(collection_id)s AND state = 'claimed'
+      AND lease_expires_at >= COALESCE((SELECT lease FROM prev), '-infinity')
+      AND lease_expires_at < %(now)s + %(lease_lead)s
+    ORDER BY lease_expires_at LIMIT 1
+), added AS (
     """
     + _FLOOR_INSERT
     + """    SELECT queue.id, COALESCE((SELECT version FROM prev), 0) + 1,
-        COALESCE(GREATEST((SELECT max(priority) FROM heads),
-                          (SELECT max(priority) FROM claimed)), 0),
+        COALESCE((SELECT max(priority) FROM heads), 0),
         (SELECT deliver_after FROM low), (SELECT seq FROM low),
-        LEAST((SELECT min(lease_expires_at) FROM claimed), %(now)s - %(margin)s), %(now)s
+        LEAST((SELECT lease_expires_at FROM lapsed), %(now)s + %(lease_lead)s), %(now)s
     FROM queue
 """
     + _FLOOR_TAIL
@@ -338,7 +344,8 @@ CLAIM_FLOOR_ADVANCE_POSTGRES = (
 ).replace("{FLOOR_FRESH_SECONDS}", str(FLOOR_FRESH_SECONDS))
 
 # Lower the floor under rows put back in their old place (a release: ``put``
-# is the released row, already ready in this transaction; a reclaim: the
+# is the released row, already ready in this transaction, as is a row whose
+# priority an operator changed; a reclaim: the
 # claimed rows whose lease lapsed, before the UPDATE that gives them back,
 # in its transaction): the same floor, except (ready time, seq) lowered to
 # the first of those rows at or below its priority (higher ones are read by
@@ -375,7 +382,7 @@ CLAIM_FLOOR_LOWER_POSTGRES = (
 CLAIM_FLOOR_LOCK_POSTGRES = (
     "SELECT pg_advisory_xact_lock(hashtextextended('claim-floor/' || %(collection_id)s::text, 0))"
 )
-CLAIM_FLOOR_LOWER_RELEASED_POSTGRES = CLAIM_FLOOR_LOWER_POSTGRES.replace(
+CLAIM_FLOOR_LOWER_TO_MESSAGE_POSTGRES = CLAIM_FLOOR_LOWER_POSTGRES.replace(
     "{put}", "id = %(id)s AND state = 'ready'"
 )
 CLAIM_FLOOR_LOWER_LAPSED_POSTGRES = CLAIM_FLOOR_LOWER_POSTGRES.replace(

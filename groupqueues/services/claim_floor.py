@@ -10,7 +10,7 @@ cannot remove behind a long-held transaction.
   called after a claim), so that a claim walks about one interval of dead
   entries instead of one maintenance interval.
 - A release or a reclaim, which put claimed rows back in their old place,
-  lower it in their own transaction (``claim_floor_lower_released``,
+  lower it in their own transaction (``claim_floor_lower_to_message``,
   ``claim_floor_lower_lapsed``).
 
 SQLite: no floor (claims scan from the start); every function here does
@@ -60,10 +60,11 @@ def collections_refresh_claim_floors() -> int:
         return 0
     ids = list(Collection.objects.queues().values_list("pk", flat=True))
     for pk in ids:
-        # A full floor is valid whatever changed meanwhile (it counts the
-        # claimed rows): after a lost race, compute it again on top.
+        # A release or reclaim added a version after this one's snapshot:
+        # compute it again on top (it now sees the rows put back).
         for _ in range(LOWER_ATTEMPTS):
-            params = {"collection_id": pk, "now": clock.now(), "margin": CLAIM_FLOOR_MARGIN}
+            params = {"collection_id": pk, "now": clock.now(), "margin": CLAIM_FLOOR_MARGIN,
+                      "lease_lead": LEASE_LEAD}  # fmt: skip
             added, _found = rawsql.fetch_one(sql.CLAIM_FLOOR_POSTGRES, params)
             if added:
                 break
@@ -119,12 +120,14 @@ def claim_floor_advance_if_due(collection_id: int) -> None:
         logger.exception("claim floor of collection %s: advance failed", collection_id)
 
 
-def claim_floor_lower_released(collection: Collection, message_id: uuid.UUID) -> None:
-    """In the transaction of a release that made ``message_id`` ready again in
-    its old place: lower the floor under it (PostgreSQL; both lowering
-    functions hold a lock until that transaction commits)."""
-    _lower(sql.CLAIM_FLOOR_LOWER_RELEASED_POSTGRES, {"collection_id": collection.pk,
-                                                     "id": message_id})  # fmt: skip
+def claim_floor_lower_to_message(collection: Collection, message_id: uuid.UUID) -> None:
+    """In the transaction that made ``message_id`` ready in a place that may
+    lie below the floor (a release puts it back in its old place; a change of
+    priority moves it to another priority at the same ready time): lower the
+    floor under it (PostgreSQL; both lowering functions hold a lock until
+    that transaction commits)."""
+    _lower(sql.CLAIM_FLOOR_LOWER_TO_MESSAGE_POSTGRES, {"collection_id": collection.pk,
+                                                       "id": message_id})  # fmt: skip
 
 
 def claim_floor_lower_lapsed(collection: Collection, now: datetime) -> None:

@@ -177,6 +177,22 @@ def test_advance__a_higher_priority_released_after_the_floor_rose_is_claimed(que
     assert [m.id for m in claim(queue, 3)] == [urgent, *later]
 
 
+def test_advance__a_priority_lowered_below_the_floor_lowers_the_floor(queue, frozen):
+    enqueue(queue)
+    settle()
+    refresh()  # priority floor 0
+    moved = enqueue(queue, priority=5)
+    settle()
+    held = claim_one(queue)  # through ready_above
+    take(queue, 1)
+    later = [enqueue(queue) for _ in range(2)]
+    settle()
+    assert advance(queue)  # ready floor past the moved one's time
+    services.message_release(collection=queue, id=held.id, claim_token=held.claim_token)
+    services.message_set_priority(collection=queue, id=moved, priority=0)
+    assert [m.id for m in claim(queue, 3)] == [moved, *later]
+
+
 def test_advance__a_straggler_below_it_waits_for_the_next_full_refresh(queue, frozen):
     head = enqueue(queue)
     refresh()
@@ -236,7 +252,7 @@ def test_advance__waits_out_a_release_under_way_and_its_version_wins(queue):
                          " WHERE id = %s", (held.id,))  # fmt: skip
         releaser.execute(sql.CLAIM_FLOOR_LOCK_POSTGRES, {"collection_id": queue.pk})
         assert releaser.execute(
-            sql.CLAIM_FLOOR_LOWER_RELEASED_POSTGRES, {"collection_id": queue.pk, "id": held.id}
+            sql.CLAIM_FLOOR_LOWER_TO_MESSAGE_POSTGRES, {"collection_id": queue.pk, "id": held.id}
         ).fetchone() == (1, 1)
         assert not services.collection_advance_claim_floor(queue.pk, interval=1)
         releaser.commit()
