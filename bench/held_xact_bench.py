@@ -196,6 +196,15 @@ def claim_buffers(conn: psycopg.Connection) -> tuple[int, int, int]:
     return _buffers(plan), ctes.get("ready", 0), ctes.get("lapsed", 0)
 
 
+def maintenance_pass_ms() -> float:
+    """One maintenance pass (what the workers' leader runs every 10 s), timed."""
+    from groupqueues.maintenance import maintenance_pass
+
+    start = time.perf_counter()
+    maintenance_pass()
+    return (time.perf_counter() - start) * 1000
+
+
 def start_processes(
     url: str, workers: int, rate: int, floor_refresh: float
 ) -> list[subprocess.Popen]:
@@ -238,11 +247,13 @@ def run_phase(url: str, args: argparse.Namespace, held: bool, floor_refresh: flo
     stop_processes(procs)
     vacuumer.stop.set()
     _, _, dead = table_stats(conn)
+    pass_ms = maintenance_pass_ms()  # the holder is still open
     if holder is not None:
         holder.rollback()
         holder.close()
     conn.close()
-    return {"buckets": buckets, "acked": last - deleted0, "dead": dead, "vacuums": vacuumer.runs}
+    return {"buckets": buckets, "acked": last - deleted0, "dead": dead, "vacuums": vacuumer.runs,
+            "pass_ms": pass_ms}  # fmt: skip
 
 
 def report(name: str, result: dict, duration: float, rate: int) -> float:
@@ -254,7 +265,8 @@ def report(name: str, result: dict, duration: float, rate: int) -> float:
     # workers' start-up) while a backlog is left (more than a bucket's enqueues).
     busy = [acked for acked, live, _, _ in result["buckets"][1:] if live > rate * BUCKET]
     drain: float = sum(busy) / (len(busy) * BUCKET) if busy else result["acked"] / duration
-    print(f"   draining a backlog (from 10 s): {drain:,.0f} msg/s over {len(busy) * BUCKET:.0f} s")
+    print(f"   draining a backlog (from 10 s): {drain:,.0f} msg/s over {len(busy) * BUCKET:.0f} s;"
+          f" one maintenance pass at the end: {result['pass_ms']:,.0f} ms")  # fmt: skip
     for i, (acked, live, dead, buffers) in enumerate(result["buckets"]):
         print(f"   {i * BUCKET:4.0f}-{(i + 1) * BUCKET:4.0f} s: {acked / BUCKET:7,.0f} msg/s"
               f"   depth {live:8,}   n_dead_tup {dead:9,}"

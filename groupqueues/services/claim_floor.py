@@ -10,8 +10,8 @@ cannot remove behind a long-held transaction.
   called after a claim), so that a claim walks about one interval of dead
   entries instead of one maintenance interval.
 - A release or a reclaim, which put claimed rows back in their old place,
-  lower it in their own transaction (``claim_floor_lower_to_message``,
-  ``claim_floor_lower_lapsed``).
+  and an operator's change of priority lower it in their own transaction
+  (``claim_floor_lower_to_message``, ``claim_floor_lower_lapsed``).
 
 SQLite: no floor (claims scan from the start); every function here does
 nothing there."""
@@ -65,8 +65,8 @@ def collections_refresh_claim_floors() -> int:
         for _ in range(LOWER_ATTEMPTS):
             params = {"collection_id": pk, "now": clock.now(), "margin": CLAIM_FLOOR_MARGIN,
                       "lease_lead": LEASE_LEAD}  # fmt: skip
-            added, _found = rawsql.fetch_one(sql.CLAIM_FLOOR_POSTGRES, params)
-            if added:
+            added, found = rawsql.fetch_one(sql.CLAIM_FLOOR_POSTGRES, params)
+            if added or not found:  # written, or the collection went meanwhile
                 break
     return len(ids)
 
