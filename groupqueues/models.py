@@ -724,20 +724,22 @@ class CollectionSample(models.Model):
 
 
 class ClaimFloor(models.Model):
-    """One version of a collection's claim floor (PostgreSQL; see the claim and
-    CLAIM_FLOOR_POSTGRES in ``groupqueues.sql``): at ``computed_at`` no live
-    message of priority <= ``priority`` came before (``ready``, ``seq``) in
-    (ready time, enqueue order) and no claimed one had a lease before
-    ``lease``, so claims start their index scans there instead of walking the
-    dead entries below, which vacuum cannot remove while any transaction older
-    than them is open. Claims read the newest version (highest ``version``);
-    a refresh, a release or a reclaim adds version + 1 (the unique constraint
-    serialises them: the loser of a race adds nothing) and deletes those
-    before the previous one. A new row per version, not an UPDATE of one row:
-    behind a held transaction every version of an updated row stays in its
-    chain, and each claim would walk them all (one a second); here a claim
-    reads the newest index entry and stops. No version: claims scan from the
-    start (SQLite always does)."""
+    """One version of a collection's claim floor (PostgreSQL; the statements
+    and their rules in ``groupqueues.sql``, section *claim floors*): at
+    ``computed_at`` no ready message of priority <= ``priority`` came before
+    (``ready``, ``seq``) in (ready time, enqueue order), and no claimed one
+    had (nor will a later claim give) a lease before ``lease``, stragglers
+    aside; a claimed message put back in its old place lowers it. Claims start
+    their index scans there instead of walking the dead entries below, which
+    vacuum cannot remove while any transaction older than them is open.
+    Claims read the newest version (highest ``version``); a refresh, a
+    release, a reclaim or a change of priority adds version + 1 (the unique
+    constraint serialises them: the loser of a race adds nothing) and deletes
+    those before the previous one. A new row per version, not an UPDATE of
+    one row: behind a held transaction every version of an updated row stays
+    in its chain, and each claim would walk them all (one a second); here a
+    claim reads the newest index entry and stops. No version: claims scan
+    from the start (SQLite always does)."""
 
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="+", db_index=False,

@@ -210,8 +210,9 @@ SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM prev)
 # ready after this pass is not below the floor in claim order unless its
 # ready time is more than ``margin`` before the pass and it commits after
 # it (an enqueue in a long transaction, clocks further apart than the
-# margin, an enqueue or replace with a ``deliver_after`` in the past: a
-# *straggler*): the next full refresh, whose probes start from the head,
+# margin, an enqueue or replace with a ``deliver_after`` in the past, a
+# replace that lowers the priority of a message released above the priority
+# floor: a *straggler*): the next full refresh, whose probes start from the head,
 # lowers the floor to it. Its probes walk every dead entry of
 # ``gq_msg_claimable`` behind a held transaction, once per maintenance pass
 # (lease stragglers are found by the pass's reclaim).
