@@ -172,10 +172,11 @@ def _cte_buffers(node: dict, into: dict[str, int]) -> None:
         _cte_buffers(child, into)
 
 
-def claim_buffers(conn: psycopg.Connection) -> tuple[int, int, int]:
+def claim_buffers(conn: psycopg.Connection) -> tuple[int, int, int, int]:
     """Shared buffers one claim of 10 touches now (EXPLAIN (ANALYZE, BUFFERS)
     of the claim statement in a transaction rolled back): (all, its ``ready``
-    scan, its ``lapsed`` scan)."""
+    scan, its ``lapsed`` scan, and the whole statement the workers run: an
+    ack of 10 claimed just before and a claim of 10, ``ACK_BATCH_AND_CLAIM``)."""
     from datetime import UTC, datetime, timedelta
 
     from groupqueues import sql
@@ -185,15 +186,22 @@ def claim_buffers(conn: psycopg.Connection) -> tuple[int, int, int]:
     now = datetime.now(UTC)
     params = {"collection_id": queue.pk, "now": now, "n": 10, "worker_id": "bench-explain",
               "lease_expires_at": now + timedelta(seconds=30), "async_commit": False}  # fmt: skip
+    from groupqueues.services.postgres import ack_arrays
+
     with conn.transaction(force_rollback=True):
         row = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql.CLAIM_POSTGRES, params
         ).fetchone()
-    assert row is not None  # EXPLAIN answers one row
+        held = [(r[2], r[8]) for r in conn.execute(sql.CLAIM_POSTGRES, params).fetchall()]
+        both = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql.ACK_BATCH_AND_CLAIM_POSTGRES,
+            {**params, **ack_arrays(held), "pairs": len(held)},
+        ).fetchone()
+    assert row is not None and both is not None  # EXPLAIN answers one row
     plan = row[0][0]["Plan"]
     ctes: dict[str, int] = {}
     _cte_buffers(plan, ctes)
-    return _buffers(plan), ctes.get("ready", 0), ctes.get("lapsed", 0)
+    return _buffers(plan), ctes.get("ready", 0), ctes.get("lapsed", 0), _buffers(both[0][0]["Plan"])
 
 
 def maintenance_pass_ms() -> float:
@@ -236,8 +244,8 @@ def run_phase(url: str, args: argparse.Namespace, held: bool, floor_refresh: flo
     vacuumer.start()
     deleted0, _, _ = table_stats(conn)
     procs = start_processes(url, args.workers, args.rate, floor_refresh)
-    # (acked, depth, n_dead_tup, claim buffers: all, ready, lapsed) per BUCKET
-    buckets: list[tuple[int, int, int, tuple[int, int, int]]] = []
+    # (acked, depth, n_dead_tup, claim buffers: all, ready, lapsed, ack+claim)
+    buckets: list[tuple[int, int, int, tuple[int, int, int, int]]] = []
     start, last = time.monotonic(), deleted0
     while len(buckets) < round(args.duration / BUCKET):
         time.sleep(max(0.0, start + (len(buckets) + 1) * BUCKET - time.monotonic()))
@@ -271,7 +279,8 @@ def report(name: str, result: dict, duration: float, rate: int) -> float:
         print(f"   {i * BUCKET:4.0f}-{(i + 1) * BUCKET:4.0f} s: {acked / BUCKET:7,.0f} msg/s"
               f"   depth {live:8,}   n_dead_tup {dead:9,}"
               f"   claim buffers {buffers[0]:6,}"
-              f" (ready {buffers[1]:,}, lapsed {buffers[2]:,})")  # fmt: skip
+              f" (ready {buffers[1]:,}, lapsed {buffers[2]:,};"
+              f" ack+claim {buffers[3]:,})")  # fmt: skip
     return drain
 
 
