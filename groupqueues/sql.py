@@ -22,7 +22,7 @@ through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 #   heap (70 ms per claim after 100,000 claimed and acked). ``ready`` seeks to
 #   the (priority, ready time, seq) floor in gq_msg_claimable and ``lapsed`` to the
 #   lease floor in gq_msg_lease, so they walk only what died since the last
-#   refresh (CLAIM_FLOOR_ADVANCE_POSTGRES, about every second).
+#   refresh (CLAIM_FLOOR_ADVANCE_POSTGRES, every QUEUE_CLAIM_FLOOR_INTERVAL).
 #   ``ready_above`` takes the rows of priorities above the
 #   floor's (enqueued since: the only ready rows below the floor in claim
 #   order); its range holds no entry unless such priorities were used.

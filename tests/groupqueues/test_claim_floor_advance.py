@@ -1,5 +1,5 @@
-"""The incremental claim floor (issue 12): claimers advance the floor about
-every second from where it was (``services.collection_advance_claim_floor``,
+"""The incremental claim floor (issue 12): claimers advance the floor every
+QUEUE_CLAIM_FLOOR_INTERVAL (0.5 s) from where it was (``services.collection_advance_claim_floor``,
 ``sql.CLAIM_FLOOR_ADVANCE_POSTGRES``), so that behind a held transaction a
 claim walks about one interval of dead entries. Every message stays
 claimable: those put back in their old place (release, reclaim) lower the
