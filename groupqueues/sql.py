@@ -12,9 +12,10 @@ through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 # - ``open`` reads the collection row's ``paused`` flag (a pause is seen by
 #   the very next claim; paused or gone, the floors are NULL and no index scan
 #   finds a row) and the newest version of its claim floor (``ClaimFloor``,
-#   two probes of gq_claimfloor_version: the max, then its row) while fresh: computed at most
-#   FLOOR_FRESH_SECONDS ago and not in this claim's future; otherwise floors
-#   that exclude nothing.
+#   two probes of gq_claimfloor_version: the max, then its row) while
+#   fresh: computed at most FLOOR_FRESH_SECONDS ago and at most
+#   FLOOR_MARGIN_SECONDS in this claim's future (clocks apart, a refresh
+#   racing the claim); otherwise floors that exclude nothing.
 # - The floor is why claims stay fast behind a long-held transaction: acked
 #   and claimed rows leave dead entries at the head of both indexes, which
 #   vacuum cannot remove (nor index scans mark dead) while a transaction older
@@ -40,6 +41,14 @@ through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 #   never handed out. RETURNING gives every row; the caller keeps the claimed
 #   (the payload as text: decoded by the caller whatever the result format).
 FLOOR_FRESH_SECONDS = 60
+# How far claims start below the computed floor (covers clocks apart and
+# enqueues committing up to this long after they read the time), and how far
+# in a claim's future a floor may have been computed and still be used: a
+# refresh that read its clock just after a claim did and committed before
+# the claim's snapshot is in that claim's future by a few milliseconds (with
+# no tolerance the claim walked the whole dead head: 27,000 buffers, about
+# once per refresh, in bench/held_xact_bench.py).
+FLOOR_MARGIN_SECONDS = 2
 # A collection row that uses ordering keys, fairness or limits: the plain claim
 # finds nothing in it (its caller then re-reads the collection and takes the
 # featured claim below), so a worker holding an old copy of the row can never
@@ -61,7 +70,7 @@ open AS (
          ) AS c
          LEFT JOIN groupqueues_claimfloor AS f ON f.collection_id = c.id AND f.version = (
              SELECT max(version) FROM groupqueues_claimfloor WHERE collection_id = c.id),
-         LATERAL (SELECT f.computed_at <= %(now)s
+         LATERAL (SELECT f.computed_at <= %(now)s + interval '{FLOOR_MARGIN_SECONDS} s'
                      AND f.computed_at > %(now)s - interval '{FLOOR_FRESH_SECONDS} s' AS fresh) s
 ), lapsed AS MATERIALIZED (
     SELECT seq, priority, deliver_after, expires_at, attempt, max_attempts

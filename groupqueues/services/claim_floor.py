@@ -37,7 +37,7 @@ logger = logging.getLogger("groupqueues.claim_floor")
 
 # How far below the computed claim floor claims start: covers clocks apart
 # and enqueues committing up to this long after they read the time.
-CLAIM_FLOOR_MARGIN = timedelta(seconds=2)
+CLAIM_FLOOR_MARGIN = timedelta(seconds=sql.FLOOR_MARGIN_SECONDS)
 # The incremental refresh's lease floor lies this far ahead of its now (the
 # shortest lease a claim or extend gives, less a margin for clocks apart and
 # slow claim statements; see sql.CLAIM_FLOOR_ADVANCE_POSTGRES): claims walk

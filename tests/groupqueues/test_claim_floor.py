@@ -101,6 +101,18 @@ def test_floor__a_stale_or_future_floor_is_ignored(queue, frozen):
     assert [m.id for m in claim(queue, 2)] == [second]
 
 
+@pytest.mark.postgres
+def test_floor__computed_a_moment_after_the_claim_read_its_clock_is_used(queue, frozen):
+    head = enqueue(queue)
+    clock.advance(10.01)  # a refresh that read its clock just after the claim did
+    refresh()
+    clock.advance(-0.01)
+    late = straggler(queue, 100)  # below the floor
+    assert [m.id for m in claim(queue, 2)] == [head]  # the floor is used: the straggler waits
+    refresh()
+    assert [m.id for m in claim(queue, 2)] == [late]
+
+
 def _scan_buffers(queue: Collection) -> int:
     """Shared buffers the claim's candidate scans (``lapsed`` and ``ready``)
     touch, from EXPLAIN (ANALYZE, BUFFERS) of a claim of 10, rolled back."""
