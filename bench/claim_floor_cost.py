@@ -91,18 +91,21 @@ def main() -> None:
 
         for i in range(args.rounds * len(names)):
             name = names[(i + i // len(names)) % len(names)]  # rotate the order every round
-            # Every turn writes the collection row once, outside the timing:
-            # "stale" clears the floor's timestamp, the others put it back
-            # (the floor itself only moves forward) or recompute it each second.
+            # Every turn writes the newest floor version once, outside the
+            # timing: "stale" ages its timestamp by a day, the others put it
+            # back (the floor itself only moves forward) or recompute it each
+            # second.
             if name == "stale":
-                stamp = None
+                stamp = clock.now() - timedelta(days=1)
             elif time.monotonic() - last_refresh > 1.0:
                 services.collections_refresh_claim_floors()
                 last_refresh, stamp = time.monotonic(), clock.now()
             else:
                 stamp = clock.now()
-            conn.execute("UPDATE groupqueues_collection SET claim_floor_at = %s WHERE id = %s",
-                         [stamp, queue.pk], prepare=True)  # fmt: skip
+            conn.execute("UPDATE groupqueues_claimfloor SET computed_at = %(at)s"
+                         " WHERE collection_id = %(id)s AND version = (SELECT max(version)"
+                         " FROM groupqueues_claimfloor WHERE collection_id = %(id)s)",
+                         {"at": stamp, "id": queue.pk}, prepare=True)  # fmt: skip
             now = clock.now()
             params = {"collection_id": queue.pk, "now": now, "n": args.n, "worker_id": "bench",
                       "lease_expires_at": now + timedelta(seconds=60),

@@ -147,19 +147,6 @@ class Collection(models.Model):
     max_depth = models.PositiveIntegerField(null=True, blank=True)
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
-    # The claim floor (PostgreSQL; written by the maintenance pass, read by
-    # every claim; see sql.CLAIM_FLOOR_POSTGRES): at ``claim_floor_at`` no
-    # live message of priority <= ``claim_floor_priority`` came before
-    # (``claim_floor_ready``, ``claim_floor_seq``) in (ready time, enqueue
-    # order) and no claimed one had a lease before ``claim_floor_lease``, so
-    # claims start their index scans there instead of walking the dead entries
-    # below, which vacuum cannot remove while any transaction older than them
-    # is open. Never set: claims scan from the start (SQLite always does).
-    claim_floor_priority = models.IntegerField(null=True, editable=False)
-    claim_floor_ready = models.DateTimeField(null=True, editable=False)
-    claim_floor_seq = models.BigIntegerField(null=True, editable=False)
-    claim_floor_lease = models.DateTimeField(null=True, editable=False)
-    claim_floor_at = models.DateTimeField(null=True, editable=False)
     # Ordering keys, fairness and limits (SPEC §7; docs/ordering-and-limits.md).
     # A collection that uses none of them claims through the plain statement;
     # ``uses_ordering_keys`` is set (never cleared) by the first enqueue with an
@@ -745,3 +732,41 @@ class CollectionSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.collection_id} @ {self.taken_at:%Y-%m-%d %H:%M}"
+
+
+class ClaimFloor(models.Model):
+    """One version of a collection's claim floor (PostgreSQL; the statements
+    and their rules in ``groupqueues.sql``, section *claim floors*): at
+    ``computed_at`` no ready message of priority <= ``priority`` came before
+    (``ready``, ``seq``) in (ready time, enqueue order), and no claimed one
+    had (nor will a later claim give) a lease before ``lease``, stragglers
+    aside; a claimed message put back in its old place lowers it. Claims start
+    their index scans there instead of walking the dead entries below, which
+    vacuum cannot remove while any transaction older than them is open.
+    Claims read the newest version (highest ``version``); a refresh, a
+    release, a reclaim or a change of priority adds version + 1 (the unique
+    constraint serialises them: the loser of a race adds nothing) and deletes
+    those before the previous one. A new row per version, not an UPDATE of
+    one row: behind a held transaction every version of an updated row stays
+    in its chain, and each claim would walk them all (one a second); here a
+    claim reads the newest index entry and stops. No version: claims scan
+    from the start (SQLite always does)."""
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="+", db_index=False,
+        db_constraint=False,
+    )  # fmt: skip
+    version = models.BigIntegerField()
+    priority = models.IntegerField()
+    ready = models.DateTimeField()
+    seq = models.BigIntegerField()
+    lease = models.DateTimeField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        constraints: ClassVar = [
+            models.UniqueConstraint(fields=["collection", "version"], name="gq_claimfloor_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.collection_id} v{self.version}"

@@ -9,11 +9,13 @@ through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 #   partial indexes gq_msg_lease and gq_msg_claimable; all are MATERIALIZED so
 #   the planner cannot turn them into a semi-join that locks more rows than
 #   the LIMIT (the known `IN (… LIMIT n FOR UPDATE SKIP LOCKED)` trap).
-# - ``open`` reads the collection row: its ``paused`` flag (a pause is seen by
+# - ``open`` reads the collection row's ``paused`` flag (a pause is seen by
 #   the very next claim; paused or gone, the floors are NULL and no index scan
-#   finds a row) and its claim floor (CLAIM_FLOOR_POSTGRES) while fresh:
-#   computed by the maintenance pass at most FLOOR_FRESH_SECONDS ago and not
-#   in this claim's future; otherwise floors that exclude nothing.
+#   finds a row) and the newest version of its claim floor (``ClaimFloor``,
+#   two probes of gq_claimfloor_version: the max, then its row) while
+#   fresh: computed at most FLOOR_FRESH_SECONDS ago and at most
+#   FLOOR_MARGIN_SECONDS in this claim's future (clocks apart, a refresh
+#   racing the claim); otherwise floors that exclude nothing.
 # - The floor is why claims stay fast behind a long-held transaction: acked
 #   and claimed rows leave dead entries at the head of both indexes, which
 #   vacuum cannot remove (nor index scans mark dead) while a transaction older
@@ -21,7 +23,8 @@ through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 #   heap (70 ms per claim after 100,000 claimed and acked). ``ready`` seeks to
 #   the (priority, ready time, seq) floor in gq_msg_claimable and ``lapsed`` to the
 #   lease floor in gq_msg_lease, so they walk only what died since the last
-#   maintenance pass. ``ready_above`` takes the rows of priorities above the
+#   refresh (CLAIM_FLOOR_ADVANCE_POSTGRES, every QUEUE_CLAIM_FLOOR_INTERVAL).
+#   ``ready_above`` takes the rows of priorities above the
 #   floor's (enqueued since: the only ready rows below the floor in claim
 #   order); its range holds no entry unless such priorities were used.
 # - ``async_commit`` (QUEUE_ASYNC_COMMIT_CLAIMS, only in autocommit): ``open``
@@ -38,6 +41,14 @@ through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 #   never handed out. RETURNING gives every row; the caller keeps the claimed
 #   (the payload as text: decoded by the caller whatever the result format).
 FLOOR_FRESH_SECONDS = 60
+# How far claims start below the computed floor (covers clocks apart and
+# enqueues committing up to this long after they read the time), and how far
+# in a claim's future a floor may have been computed and still be used: a
+# refresh that read its clock just after a claim did and committed before
+# the claim's snapshot is in that claim's future by a few milliseconds (with
+# no tolerance the claim walked the whole dead head: 27,000 buffers, about
+# once per refresh, in bench/held_xact_bench.py).
+FLOOR_MARGIN_SECONDS = 2
 # A collection row that uses ordering keys, fairness or limits: the plain claim
 # finds nothing in it (its caller then re-reads the collection and takes the
 # featured claim below), so a worker holding an old copy of the row can never
@@ -48,17 +59,19 @@ USES_FEATURES = (
 )
 _CLAIM_CTES = f"""
 open AS (
-    SELECT CASE WHEN fresh THEN claim_floor_priority ELSE 1000 END AS priority,
-           CASE WHEN fresh THEN claim_floor_ready ELSE '-infinity' END AS ready,
-           CASE WHEN fresh THEN claim_floor_seq ELSE 0 END AS seq,
-           CASE WHEN fresh THEN claim_floor_lease ELSE '-infinity' END AS lease
-    FROM (SELECT * FROM groupqueues_collection WHERE id = %(collection_id)s AND NOT paused
+    SELECT CASE WHEN fresh THEN f.priority ELSE 1000 END AS priority,
+           CASE WHEN fresh THEN f.ready ELSE '-infinity' END AS ready,
+           CASE WHEN fresh THEN f.seq ELSE 0 END AS seq,
+           CASE WHEN fresh THEN f.lease ELSE '-infinity' END AS lease
+    FROM (SELECT id FROM groupqueues_collection WHERE id = %(collection_id)s AND NOT paused
             AND NOT ({USES_FEATURES})
             AND CASE WHEN %(async_commit)s
                      THEN set_config('synchronous_commit', 'off', true) = 'off' ELSE true END
-         ) AS c,
-         LATERAL (SELECT claim_floor_at <= %(now)s
-                     AND claim_floor_at > %(now)s - interval '{FLOOR_FRESH_SECONDS} s' AS fresh) f
+         ) AS c
+         LEFT JOIN groupqueues_claimfloor AS f ON f.collection_id = c.id AND f.version = (
+             SELECT max(version) FROM groupqueues_claimfloor WHERE collection_id = c.id),
+         LATERAL (SELECT f.computed_at <= %(now)s + interval '{FLOOR_MARGIN_SECONDS} s'
+                     AND f.computed_at > %(now)s - interval '{FLOOR_FRESH_SECONDS} s' AS fresh) s
 ), lapsed AS MATERIALIZED (
     SELECT seq, priority, deliver_after, expires_at, attempt, max_attempts
     FROM groupqueues_message
@@ -165,18 +178,55 @@ def _acking(ack: str) -> str:
 ACK_AND_CLAIM_POSTGRES = _acking(ACK_POSTGRES + "RETURNING id, claim_token\n")
 ACK_BATCH_AND_CLAIM_POSTGRES = _acking(ACK_BATCH_POSTGRES)
 
-# The claim floor of one collection (the maintenance pass; see the claim
-# above): the highest priority of its live rows (0 if none); the first
-# (ready time, seq) of its ready rows (the head of each priority: a loose
-# index scan, one probe per priority used), of its claimed rows (a release or
-# reclaim puts one back in its old place) and of ``now - margin``; and the
-# earliest lease of its claimed rows or ``now - margin``. A row made ready
-# after this pass is not below the floor in claim order unless its ready time
-# is more than ``margin`` before the pass and it commits after it (an enqueue
-# in a long transaction, clocks further apart than the margin): the next
-# pass, whose probes start from the head, lowers the floor to it.
-CLAIM_FLOOR_POSTGRES = """
-WITH RECURSIVE heads AS (
+# ------------------------------------------------------------ claim floors
+# The claim floor of a collection (``ClaimFloor``; read by the claim above)
+# and the three ways it changes. Each adds version + 1 of the newest version
+# (``prev``) with INSERT … ON CONFLICT DO NOTHING: of two writers that read
+# the same newest version one adds nothing (RETURNING says which), so a
+# floor computed from a snapshot that missed a release is never written over
+# the release's (see CLAIM_FLOOR_LOWER_POSTGRES). Each also deletes the
+# versions before the previous one (claims read the newest index entry and
+# stop: the deleted ones below are never walked) and locks the collection
+# row FOR KEY SHARE, as an enqueue does (a deleted collection gets no row).
+_FLOOR_PREV = """prev AS (
+    SELECT * FROM groupqueues_claimfloor WHERE collection_id = %(collection_id)s
+    ORDER BY version DESC LIMIT 1
+), queue AS (
+    SELECT id FROM groupqueues_collection WHERE id = %(collection_id)s FOR KEY SHARE
+)"""
+_FLOOR_INSERT = """INSERT INTO groupqueues_claimfloor
+    (collection_id, version, priority, ready, seq, lease, computed_at)
+"""
+_FLOOR_TAIL = """    ON CONFLICT (collection_id, version) DO NOTHING
+    RETURNING version
+), gone AS (
+    DELETE FROM groupqueues_claimfloor
+    WHERE collection_id = %(collection_id)s AND version < (SELECT version - 1 FROM added)
+)
+SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM prev)
+"""
+
+# The full refresh (the maintenance pass, every QUEUE_MAINTENANCE_INTERVAL;
+# also the first floor of a collection): the highest priority of its ready
+# rows (0 if none); the first (ready time, seq) of its ready rows (the head of
+# each priority: a loose index scan, one probe per priority used) and of
+# ``now - margin``; and the lease floor as the incremental refresh below
+# computes it (from the newest version's lease floor, or from the start).
+# Claimed rows are not counted in the ready floor: a release or reclaim
+# that puts one back below it lowers the floor itself, and a release that
+# commits after this refresh's snapshot adds its own version first (this
+# one then adds nothing, and the caller computes it again). A row made
+# ready after this pass is not below the floor in claim order unless its
+# ready time is more than ``margin`` before the pass and it commits after
+# it (an enqueue in a long transaction, clocks further apart than the
+# margin, an enqueue or replace with a ``deliver_after`` in the past, a
+# replace that lowers the priority of a message released above the priority
+# floor: a *straggler*): the next full refresh, whose probes start from the head,
+# lowers the floor to it. Its probes walk every dead entry of
+# ``gq_msg_claimable`` behind a held transaction, once per maintenance pass
+# (lease stragglers are found by the pass's reclaim).
+CLAIM_FLOOR_POSTGRES = (
+    """WITH RECURSIVE heads AS (
     (SELECT priority, deliver_after, seq FROM groupqueues_message
      WHERE collection_id = %(collection_id)s AND state = 'ready'
      ORDER BY priority DESC, deliver_after, seq LIMIT 1)
@@ -187,25 +237,167 @@ WITH RECURSIVE heads AS (
           AND priority < above.priority
         ORDER BY priority DESC, deliver_after, seq LIMIT 1
     ) AS h
-), claimed AS (
-    SELECT priority, deliver_after, seq, lease_expires_at FROM groupqueues_message
-    WHERE collection_id = %(collection_id)s AND state = 'claimed'
 ), low AS (
     SELECT deliver_after, seq FROM (
         SELECT deliver_after, seq FROM heads
-        UNION ALL SELECT deliver_after, seq FROM claimed
         UNION ALL SELECT %(now)s - %(margin)s, 0
     ) AS k ORDER BY deliver_after, seq LIMIT 1
-)
-UPDATE groupqueues_collection SET
-    claim_floor_priority = COALESCE(
-        GREATEST((SELECT max(priority) FROM heads), (SELECT max(priority) FROM claimed)), 0),
-    claim_floor_ready = (SELECT deliver_after FROM low),
-    claim_floor_seq = (SELECT seq FROM low),
-    claim_floor_lease = LEAST((SELECT min(lease_expires_at) FROM claimed), %(now)s - %(margin)s),
-    claim_floor_at = %(now)s
-WHERE id = %(collection_id)s
+), """
+    + _FLOOR_PREV
+    + """, lapsed AS (
+    SELECT lease_expires_at FROM groupqueues_message
+    WHERE collection_id = %(collection_id)s AND state = 'claimed'
+      AND lease_expires_at >= COALESCE((SELECT lease FROM prev), '-infinity')
+      AND lease_expires_at < %(now)s + %(lease_lead)s
+    ORDER BY lease_expires_at LIMIT 1
+), added AS (
+    """
+    + _FLOOR_INSERT
+    + """    SELECT queue.id, COALESCE((SELECT version FROM prev), 0) + 1,
+        COALESCE((SELECT max(priority) FROM heads), 0),
+        (SELECT deliver_after FROM low), (SELECT seq FROM low),
+        LEAST((SELECT lease_expires_at FROM lapsed), %(now)s + %(lease_lead)s), %(now)s
+    FROM queue
 """
+    + _FLOOR_TAIL
+)
+
+# The incremental refresh (``services.claim_floor``: by the claimers, at most
+# once per QUEUE_CLAIM_FLOOR_INTERVAL per collection; ``due`` is the fence:
+# nothing happens unless the newest version is fresh and older than the
+# interval; nor while a release or reclaim of the collection is under way:
+# CLAIM_FLOOR_LOCK_POSTGRES, so a claimer never waits for one). It starts
+# every probe at the previous floor, not at the head,
+# so it walks only what died since then (about one interval of claims):
+# - priority: the previous one, or the highest of the ready rows above it
+#   (``heads_above``: the rows the claim's ``ready_above`` reads; usually none);
+# - (ready time, seq): the first ready row of each priority above the
+#   previous one (``heads_above``, from the head: such a row may have waited
+#   there while the floor rose, e.g. one released after the priority floor
+#   fell below it), of each priority at or below it at or above the previous
+#   floor (``heads``: the loose index scan of the full refresh, each probe
+#   starting at the previous floor), and ``now - margin``. Every ready row of
+#   those priorities lies at or above the previous floor (new ones at ``now``
+#   or later, released and reclaimed ones lowered it), stragglers aside;
+# - lease: the earliest lease at or above the previous lease floor and
+#   before ``now + lease_lead`` (claimed rows whose leases lapsed or are about
+#   to, and nobody claimed again), or that moment. Claims walk the dead lease
+#   entries from this floor up to their ``now`` (the acked claims of one lease
+#   period ago, as many a second as are claimed), so it lies ahead of ``now``:
+#   ``lease_lead`` is the shortest lease (VISIBILITY_TIMEOUT_MIN, 1 s) less
+#   a lease margin (services.claim_floor.LEASE_MARGIN, 0.5 s), as a claim or
+#   extend gives a lease of at least 1 s from its own now. A claim that read
+#   its clock more than the lease margin before this refresh (clocks apart,
+#   a slow statement) and commits after it with a 1 s lease is a *lease
+#   straggler*: its lapse is seen by the maintenance pass's reclaim, at most
+#   one maintenance interval later, instead of by the next claim.
+# Unlike the full refresh it does not keep the floor below the claimed rows
+# (finding them walks every claim of a lease period): a release or a reclaim
+# lowers the floor itself when it puts one back (CLAIM_FLOOR_LOWER_POSTGRES).
+CLAIM_FLOOR_ADVANCE_POSTGRES = (
+    "WITH RECURSIVE "
+    + _FLOOR_PREV
+    + """, due AS (
+    SELECT * FROM prev
+    WHERE computed_at <= %(now)s - %(interval)s
+      AND computed_at > %(now)s - interval '{FLOOR_FRESH_SECONDS} s'
+      AND pg_try_advisory_xact_lock(hashtextextended('claim-floor/' || %(collection_id)s::text, 0))
+), heads_above AS (
+    (SELECT priority, deliver_after, seq FROM groupqueues_message
+     WHERE collection_id = %(collection_id)s AND state = 'ready'
+       AND priority > (SELECT priority FROM due)
+     ORDER BY priority DESC, deliver_after, seq LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.deliver_after, h.seq FROM heads_above AS above, LATERAL (
+        SELECT priority, deliver_after, seq FROM groupqueues_message
+        WHERE collection_id = %(collection_id)s AND state = 'ready'
+          AND priority < above.priority AND priority > (SELECT priority FROM due)
+        ORDER BY priority DESC, deliver_after, seq LIMIT 1
+    ) AS h
+), heads AS (
+    (SELECT priority, deliver_after, seq FROM groupqueues_message
+     WHERE collection_id = %(collection_id)s AND state = 'ready'
+       AND priority <= (SELECT priority FROM due)
+       AND (deliver_after, seq) >= ((SELECT ready FROM due), (SELECT seq FROM due))
+     ORDER BY priority DESC, deliver_after, seq LIMIT 1)
+    UNION ALL
+    SELECT h.priority, h.deliver_after, h.seq FROM heads AS above, LATERAL (
+        SELECT priority, deliver_after, seq FROM groupqueues_message
+        WHERE collection_id = %(collection_id)s AND state = 'ready'
+          AND priority <= above.priority - 1
+          AND (deliver_after, seq) >= ((SELECT ready FROM due), (SELECT seq FROM due))
+        ORDER BY priority DESC, deliver_after, seq LIMIT 1
+    ) AS h
+), low AS (
+    SELECT deliver_after, seq FROM (
+        SELECT deliver_after, seq FROM heads_above
+        UNION ALL SELECT deliver_after, seq FROM heads
+        UNION ALL SELECT %(now)s - %(margin)s, 0
+    ) AS k ORDER BY deliver_after, seq LIMIT 1
+), lapsed AS (
+    SELECT lease_expires_at FROM groupqueues_message
+    WHERE collection_id = %(collection_id)s AND state = 'claimed'
+      AND lease_expires_at >= (SELECT lease FROM due)
+      AND lease_expires_at < %(now)s + %(lease_lead)s
+    ORDER BY lease_expires_at LIMIT 1
+), added AS (
+    """
+    + _FLOOR_INSERT
+    + """    SELECT queue.id, due.version + 1,
+        GREATEST(due.priority, (SELECT max(priority) FROM heads_above)),
+        (SELECT deliver_after FROM low), (SELECT seq FROM low),
+        LEAST((SELECT lease_expires_at FROM lapsed), %(now)s + %(lease_lead)s),
+        %(now)s
+    FROM queue, due
+"""
+    + _FLOOR_TAIL
+).replace("{FLOOR_FRESH_SECONDS}", str(FLOOR_FRESH_SECONDS))
+
+# Lower the floor under rows put back in their old place (a release: ``put``
+# is the released row, already ready in this transaction, as is a row whose
+# priority an operator changed; a reclaim: the
+# claimed rows whose lease lapsed, before the UPDATE that gives them back,
+# in its transaction): the same floor, except (ready time, seq) lowered to
+# the first of those rows at or below its priority (higher ones are read by
+# ``ready_above``). Always adds a version, even an unchanged one, so that it
+# races an incremental refresh through the unique constraint: if the refresh
+# read the same newest version (its snapshot may not show the row put back),
+# one of the two adds nothing; the caller then tries again from the newest
+# version. ``{put}`` is a condition on groupqueues_message. The caller first
+# takes CLAIM_FLOOR_LOCK_POSTGRES in the same transaction.
+CLAIM_FLOOR_LOWER_POSTGRES = (
+    "WITH "
+    + _FLOOR_PREV
+    + """, put AS (
+    SELECT deliver_after, seq FROM groupqueues_message
+    WHERE collection_id = %(collection_id)s AND {put}
+      AND priority <= (SELECT priority FROM prev)
+    ORDER BY deliver_after, seq LIMIT 1
+), low AS (
+    SELECT deliver_after, seq FROM (
+        SELECT ready AS deliver_after, seq FROM prev
+        UNION ALL SELECT deliver_after, seq FROM put
+    ) AS k ORDER BY deliver_after, seq LIMIT 1
+), added AS (
+    """
+    + _FLOOR_INSERT
+    + """    SELECT queue.id, prev.version + 1, prev.priority,
+        (SELECT deliver_after FROM low), (SELECT seq FROM low), prev.lease, prev.computed_at
+    FROM queue, prev
+"""
+    + _FLOOR_TAIL
+)
+# Held by a release or reclaim until it commits: incremental refreshes of the
+# collection skip their turn meanwhile instead of waiting for its version.
+CLAIM_FLOOR_LOCK_POSTGRES = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('claim-floor/' || %(collection_id)s::text, 0))"
+)
+CLAIM_FLOOR_LOWER_TO_MESSAGE_POSTGRES = CLAIM_FLOOR_LOWER_POSTGRES.replace(
+    "{put}", "id = %(id)s AND state = 'ready'"
+)
+CLAIM_FLOOR_LOWER_LAPSED_POSTGRES = CLAIM_FLOOR_LOWER_POSTGRES.replace(
+    "{put}", "state = 'claimed' AND lease_expires_at <= %(now)s"
+)
 
 # Every enqueue statement locks the collection row FOR KEY SHARE (in place of
 # a foreign key checked once per row; see Message.collection): if the

@@ -31,6 +31,9 @@ class ProductSettings:
     worker_grace_seconds: float
     maintenance_interval: float
     maintenance_lease_ttl: float
+    # Seconds between two advances of a collection's claim floor by its
+    # claimers (PostgreSQL; groupqueues.services.claim_floor); 0: off.
+    claim_floor_interval: float = 0.5
     # Observability (docs/observability.md).
     worker_registry: bool = True
     worker_heartbeat_seconds: float = 5.0
@@ -71,6 +74,7 @@ def product_settings() -> ProductSettings:
         worker_grace_seconds=getattr(dj, "QUEUE_WORKER_GRACE_SECONDS", 30.0),
         maintenance_interval=getattr(dj, "QUEUE_MAINTENANCE_INTERVAL", 10.0),
         maintenance_lease_ttl=getattr(dj, "QUEUE_MAINTENANCE_LEASE_TTL", 30.0),
+        claim_floor_interval=getattr(dj, "QUEUE_CLAIM_FLOOR_INTERVAL", 0.5),
         worker_registry=getattr(dj, "QUEUE_WORKER_REGISTRY", True),
         worker_heartbeat_seconds=getattr(dj, "QUEUE_WORKER_HEARTBEAT_SECONDS", 5.0),
         worker_expire_seconds=getattr(dj, "QUEUE_WORKER_EXPIRE_SECONDS", 60.0),

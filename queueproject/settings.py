@@ -251,6 +251,8 @@ QUEUE_WORKER_POLL_INTERVAL = env.float("QUEUE_WORKER_POLL_INTERVAL", default=0.5
 QUEUE_WORKER_GRACE_SECONDS = env.float("QUEUE_WORKER_GRACE_SECONDS", default=30.0)
 QUEUE_MAINTENANCE_INTERVAL = env.float("QUEUE_MAINTENANCE_INTERVAL", default=10.0)
 QUEUE_MAINTENANCE_LEASE_TTL = env.float("QUEUE_MAINTENANCE_LEASE_TTL", default=30.0)
+# Seconds between advances of a queue's claim floor by its claimers (0: off).
+QUEUE_CLAIM_FLOOR_INTERVAL = env.float("QUEUE_CLAIM_FLOOR_INTERVAL", default=0.5)
 # A worker's slot threads (its --concurrency by default) and the most database
 # connections its settings may need before it refuses to start (README,
 # "Database connections"; 0: no limit).

@@ -50,6 +50,11 @@ from groupqueues.services.claim import (
     message_claim,
     message_claim_waiting,
 )
+from groupqueues.services.claim_floor import (
+    CLAIM_FLOOR_MARGIN,
+    collection_advance_claim_floor,
+    collections_refresh_claim_floors,
+)
 from groupqueues.services.collections import collection_create, collection_update
 from groupqueues.services.dead_counts import dead_counts_refresh, dead_counts_refresh_if_due
 from groupqueues.services.enqueue import message_enqueue, message_enqueue_batch
@@ -63,10 +68,8 @@ from groupqueues.services.holder import (
     message_release,
 )
 from groupqueues.services.maintenance import (
-    CLAIM_FLOOR_MARGIN,
     PRUNE_CHUNK,
     collection_purge,
-    collections_refresh_claim_floors,
     messages_drop_exhausted,
     messages_prune_dead,
     messages_purge_dead,
@@ -105,6 +108,7 @@ __all__ = [
     "NewMessage",
     "QueueStats",
     "SweepResult",
+    "collection_advance_claim_floor",
     "collection_create",
     "collection_depth",
     "collection_depth_pending",

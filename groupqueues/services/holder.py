@@ -19,6 +19,7 @@ from groupqueues import sql, tally
 from groupqueues import validation as check
 from groupqueues.models import Collection, DeadReason, Message, MessageQuerySet, MessageState
 from groupqueues.services import postgres
+from groupqueues.services.claim_floor import claim_floor_lower_to_message
 from groupqueues.services.collections import collection_wake
 from groupqueues.services.types import MAX_ACK_BATCH, AckBatchResult, AckResult, frozen_new
 from queueproject import clock, rawsql
@@ -245,6 +246,7 @@ def message_release(
     with transaction.atomic():
         message = _holder_change(collection, id, claim_token, now,
                                  lambda held: held.unclaim(attempt=F("attempt") - 1))  # fmt: skip
+        claim_floor_lower_to_message(collection, message.id)
         collection_wake(collection)
     return message
 

@@ -7,19 +7,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 
 from groupqueues import exceptions as err
-from groupqueues import sql
 from groupqueues import validation as check
 from groupqueues.dead_filters import DeadFilter
 from groupqueues.models import Collection, DeadReason, Message, MessageQuerySet, MessageState
+from groupqueues.services.claim_floor import claim_floor_lower_lapsed
 from groupqueues.services.collections import collection_require_queue, collection_wake
 from groupqueues.services.types import SweepResult
-from queueproject import clock, rawsql
+from queueproject import clock
 
 PRUNE_CHUNK = 5000
 
@@ -40,35 +39,11 @@ def messages_reclaim_expired(*, collection: Collection | None = None) -> int:
         collections = Collection.objects.filter(pk__in=set(lapsed))
         return sum(messages_reclaim_expired(collection=c) for c in collections)
     with transaction.atomic():
+        claim_floor_lower_lapsed(collection, now)  # they go back in their old place
         count = Message.objects.of(collection).lease_lapsed(now).retry_or_die(now=now)
         if count:
             collection_wake(collection)
     return count
-
-
-# How far below the computed claim floor claims start: covers clocks apart
-# and enqueues committing up to this long after they read the time.
-CLAIM_FLOOR_MARGIN = timedelta(seconds=2)
-
-
-def collections_refresh_claim_floors() -> int:
-    """Recompute the claim floor of every queue collection (PostgreSQL; one
-    short UPDATE each, in autocommit; ``sql.CLAIM_FLOOR_POSTGRES``), so that
-    claims skip the dead index entries below it. A maintenance step: a floor
-    older than ``sql.FLOOR_FRESH_SECONDS`` is ignored by claims. Returns how
-    many collections; 0 on SQLite (its claims use no floor)."""
-    if connection.vendor != "postgresql":
-        return 0
-    ids = list(Collection.objects.queues().values_list("pk", flat=True))
-    with rawsql.cursor() as cur:
-        for pk in ids:
-            params: dict[str, Any] = {
-                "collection_id": pk,
-                "now": clock.now(),
-                "margin": CLAIM_FLOOR_MARGIN,
-            }
-            cur.execute(sql.CLAIM_FLOOR_POSTGRES, params)
-    return len(ids)
 
 
 def messages_sweep_expired(*, collection: Collection | None = None) -> SweepResult:

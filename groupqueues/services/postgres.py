@@ -15,6 +15,7 @@ from django.db import connection
 from groupqueues import sql
 from groupqueues import validation as check
 from groupqueues.models import Collection, Message, MessageState, claim_order_key
+from groupqueues.services.claim_floor import claim_floor_advance_if_due
 from groupqueues.services.collections import collection_gone
 from groupqueues.services.types import ClaimedMessage, EnqueueResult, PreparedMessage, frozen_new
 from queueproject import rawsql
@@ -187,7 +188,9 @@ def claim(
                               "async_commit": async_commit}  # fmt: skip
     with rawsql.cursor(settings) as cur:
         cur.execute(sql.CLAIM_POSTGRES, params)
-        return claimed_from_rows(cur.fetchall())
+        rows = cur.fetchall()
+    claim_floor_advance_if_due(collection.pk)
+    return claimed_from_rows(rows)
 
 
 def claimed_from_rows(rows: list[tuple[Any, ...]]) -> tuple[list[ClaimedMessage], int]:
@@ -228,6 +231,7 @@ def ack_and_claim(
     with rawsql.cursor() as cur:
         cur.execute(query, params)
         rows = cur.fetchall()
+    claim_floor_advance_if_due(collection.pk)
     count = next(row[1] for row in rows if row[0] == "acked")
     landed = (
         None if count == len(pairs) else {(row[2], row[8]) for row in rows if row[0] == "landed"}

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import uuid
 
+from django.db import transaction
+
 from groupqueues import exceptions as err
 from groupqueues import validation as check
 from groupqueues.models import Collection, Message, MessageState
 from groupqueues.selectors import message_get
+from groupqueues.services.claim_floor import claim_floor_lower_to_message
 from groupqueues.services.collections import collection_wake
 from queueproject import clock
 
@@ -38,7 +41,9 @@ def message_set_priority(*, collection: Collection, id: uuid.UUID | str, priorit
         priority, "priority", low=check.PRIORITY_MIN, high=check.PRIORITY_MAX
     )
     message = message_get(collection=collection, id=id)
-    Message.objects.of(collection).ready().filter(id=message.id).update(priority=priority)
+    with transaction.atomic():
+        if Message.objects.of(collection).ready().filter(id=message.id).update(priority=priority):
+            claim_floor_lower_to_message(collection, message.id)  # same time, another priority
     return _still_waiting(collection, message.id)
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from groupqueues import services, sql
-from groupqueues.models import Collection, Message
+from groupqueues.models import ClaimFloor, Collection, Message
 from queueproject import clock
 from tests.conftest import is_postgres, subprocess_env
 from tests.groupqueues.conftest import WORKER, claim, claim_one, enqueue
@@ -29,8 +29,7 @@ def refresh() -> None:
 def test_refresh__sets_the_floor_on_postgresql_only(queue, frozen):
     enqueue(queue)
     assert services.collections_refresh_claim_floors() == (1 if is_postgres() else 0)
-    queue.refresh_from_db()
-    assert (queue.claim_floor_at is not None) == is_postgres()
+    assert ClaimFloor.objects.filter(collection=queue).exists() == is_postgres()
 
 
 def test_floor__a_higher_priority_enqueued_after_the_pass_comes_first(queue, frozen):
@@ -100,6 +99,18 @@ def test_floor__a_stale_or_future_floor_is_ignored(queue, frozen):
     clock.advance(-30)
     second = straggler(queue, 100)
     assert [m.id for m in claim(queue, 2)] == [second]
+
+
+@pytest.mark.postgres
+def test_floor__computed_a_moment_after_the_claim_read_its_clock_is_used(queue, frozen):
+    head = enqueue(queue)
+    clock.advance(10.01)  # a refresh that read its clock just after the claim did
+    refresh()
+    clock.advance(-0.01)
+    late = straggler(queue, 100)  # below the floor
+    assert [m.id for m in claim(queue, 2)] == [head]  # the floor is used: the straggler waits
+    refresh()
+    assert [m.id for m in claim(queue, 2)] == [late]
 
 
 def _scan_buffers(queue: Collection) -> int:
