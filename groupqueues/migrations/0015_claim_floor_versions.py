@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('groupqueues', '0013_dead_counts'),
+        ('groupqueues', '0014_taskrun_ordering_key'),
     ]
 
     operations = [
