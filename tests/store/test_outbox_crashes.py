@@ -11,11 +11,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 
 from groupqueues import services as queues
 from groupqueues.models import Collection, Message, new_message_ids
@@ -93,22 +94,33 @@ def _holding(running: dict[str, Started]) -> list[str]:
     return sorted(set(claimed.values_list("claimed_by", flat=True)), key=lambda r: int(r[1:]))
 
 
-def _kill_mid_batch(collection: Collection, running: dict[str, Started]) -> tuple[str | None, bool]:
+def _kill_mid_batch(
+    collection: Collection, running: dict[str, Started], publish: Callable[[], None]
+) -> tuple[str | None, bool]:
     """SIGKILL a relay in the middle of delivering a batch: (the relay killed
     or None, whether its claimed rows were left undelivered)."""
     if is_postgres():
-        victim = _kill_stalled(collection, running)
+        victim = _kill_stalled(collection, running, publish)
         return victim, victim is not None
     return _kill_caught(running)
 
 
-def _kill_stalled(collection: Collection, running: dict[str, Started]) -> str | None:
-    """PostgreSQL: hold the queue's collection row (the relays' batch enqueue
-    locks it, as the queue has a max_depth) so relays claim and then stall
-    inside their delivery transaction; SIGKILL one that holds claimed rows."""
-    with transaction.atomic():
-        Collection.objects.filter(pk=collection.pk).update(max_depth=F("max_depth"))
-        deadline = time.monotonic() + 1.0
+def _kill_stalled(
+    collection: Collection, running: dict[str, Started], publish: Callable[[], None]
+) -> str | None:
+    """PostgreSQL: hold the queue's collection row on a connection of its own
+    (the relays' batch enqueue locks it, as the queue has a max_depth), then
+    publish a chunk: the relays claim it and stall inside their delivery
+    transaction; SIGKILL one that holds claimed rows. (Publishing first would
+    race the relays: on a quiet machine they deliver a chunk within their 0.1
+    s interval, before the lock is taken, and none is ever caught.)"""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params) as holder:
+        holder.execute("UPDATE groupqueues_collection SET max_depth = max_depth WHERE id = %s",
+                       [collection.pk])  # fmt: skip
+        publish()  # committed at once (autocommit), claimable while the row is held
+        deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
             holders = _holding(running)
             if holders:
@@ -165,7 +177,11 @@ def run_sigkill_relays(*, rows: int, seconds: float, kill_every: float, relays: 
             time.sleep(PUBLISH_EVERY)
             if time.monotonic() >= next_kill + kill_every:
                 next_kill = time.monotonic()
-                victim, mid_batch = _kill_mid_batch(collection, running)
+
+                def publish() -> None:
+                    ids.update(_publish_chunk(group, chunk, len(ids)))
+
+                victim, mid_batch = _kill_mid_batch(collection, running, publish)
                 if victim is not None:
                     kills += mid_batch
                     running.update(_relays(1, serial))
