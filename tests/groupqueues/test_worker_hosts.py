@@ -28,8 +28,10 @@ HOSTS = 3
 TOTAL = 20_000
 CONCURRENCY = 2
 BATCH = 50
-# What one worker can hold at once: each slot holds at most one batch.
-IN_FLIGHT = CONCURRENCY * BATCH
+# What one worker can hold at once: each slot's batch in hand, and one batch
+# per slot handled and handed to the acker whose commit (or, once committed,
+# whose outcome line) the SIGKILL may beat.
+IN_FLIGHT = 2 * CONCURRENCY * BATCH
 RECORDER = "tests.groupqueues.recorder.settings"
 
 
