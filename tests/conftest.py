@@ -38,6 +38,24 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """``@pytest.mark.postgres`` tests run in the PostgreSQL pass only."""
     if item.get_closest_marker("postgres") and not is_postgres():
         pytest.skip("needs PostgreSQL (runs in the PostgreSQL pass of the test command)")
+    _drop_a_broken_connection()
+
+
+def _drop_a_broken_connection() -> None:
+    """A test that left this process's connection broken (the server ended
+    it) fails alone: the next test starts on a new connection instead of
+    erroring on "the connection is closed" in its set-up and teardown, as
+    every later test of the pytest worker otherwise would."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        raw = conn.connection
+        if raw is not None and getattr(raw, "closed", False):
+            conn.in_atomic_block = False
+            conn.savepoint_ids = []
+            conn.atomic_blocks = []
+            conn.needs_rollback = False
+            conn.close()
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ from groupqueues import services
 from groupqueues.maintenance import maintenance_pass
 from groupqueues.models import Message, MessageState
 from queueproject import clock
+from tests.db_outage import terminate_other_sessions
 from tests.factories import GroupFactory
 from tests.groupqueues.workers import Started, run_command, start_command, wait_for
 
@@ -120,7 +121,6 @@ def test_worker__resigns_maintenance_although_its_connection_was_killed():
     """SIGTERM just after the database dropped the worker's connections (a
     failover, a restart): the resign reconnects instead of leaving the lease
     to expire (TTL 30 s) with a traceback in the log."""
-    from django.db import connection
 
     from queueproject.models import Lease
 
@@ -131,12 +131,7 @@ def test_worker__resigns_maintenance_although_its_connection_was_killed():
     try:
         wait_for(lambda: Lease.objects.filter(owner="wk-1").exists())
         time.sleep(1.0)  # the first pass is over: maintenance idles on its connection
-        with connection.cursor() as cur:  # every other session of the test database
-            cur.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            assert cur.fetchone()[0] >= 1, "the worker had connections"
+        assert terminate_other_sessions() >= 1, "the worker had connections"
         proc.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         wait_for(lambda: not Lease.objects.filter(owner="wk-1").exists(), timeout=15)

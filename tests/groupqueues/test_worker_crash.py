@@ -12,6 +12,7 @@ from django.conf import settings as django_settings
 
 from groupqueues import services
 from groupqueues.models import Message, MessageState
+from tests.db_outage import terminate_other_sessions
 from tests.factories import GroupFactory
 from tests.groupqueues.workers import Started, outcome_lines, start_command, wait_for
 
@@ -87,7 +88,6 @@ def test_crash__sigkilled_worker_loses_nothing():
 
 
 def test_reconnect__worker_survives_its_connections_being_killed():
-    from django.db import connection
 
     group = GroupFactory(slug="flaky")
     queue = services.collection_create(group=group, name="work")
@@ -103,12 +103,7 @@ def test_reconnect__worker_survives_its_connections_being_killed():
     try:
         enqueue(10)
         wait_for(drained)
-        with connection.cursor() as cur:  # every other session of the test database
-            cur.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            assert cur.fetchall(), "the worker had connections"
+        assert terminate_other_sessions(), "the worker had connections"
         enqueue(10)
         wait_for(drained)
         proc.send_signal(signal.SIGTERM)

@@ -19,6 +19,7 @@ from sessionqueues.delivery import DeliveryFailed, DeliveryUncertain, deliverer
 from sessionqueues.dispatcher import RETRY_BASE, RETRY_MAX, Dispatcher
 from sessionqueues.models import QueuedMessage, Session
 from tests.conftest import manage_cmd, subprocess_env
+from tests.db_outage import terminate_other_sessions
 from tests.sessionqueues.conftest import contents, put
 
 SECRET = "webhook-test-secret"
@@ -334,12 +335,7 @@ def test_dispatcher__survives_a_lost_database_connection(ready_session):
     thread = threading.Thread(target=run)
     thread.start()
     time.sleep(1.0)  # idle, holding its connection (and the LISTEN connection)
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        assert cur.fetchone()[0] >= 1
+    assert terminate_other_sessions() >= 1
     # The wake-up may be lost while the listener reconnects: the safety poll finds it.
     put(ready_session, "after the outage")
     thread.join(20)
