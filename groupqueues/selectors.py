@@ -4,11 +4,13 @@ data, depth and stats. Re-exported by ``groupqueues.services`` (one contract).""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -22,6 +24,7 @@ from django.db.models import (
 )
 
 from groupqueues import exceptions as err
+from groupqueues import sql
 from groupqueues.dead_filters import DeadFilter
 from groupqueues.models import (
     LIVE_STATES,
@@ -32,7 +35,7 @@ from groupqueues.models import (
     MessageState,
 )
 from principals.models import App, Group
-from queueproject import clock
+from queueproject import clock, rawsql
 from queueproject.ids import parse_id
 
 
@@ -68,15 +71,24 @@ def collection_at(*, group_ref: str, name: str) -> Collection | None:
     """The queue collection ``name`` of the group ``group_ref`` (slug or id),
     with its group, in one query; None when there is none (the caller asks
     ``collection_get`` then, to say which part is missing)."""
-    rows = Collection.objects.queues().select_related("group").filter(name=name)
     try:
-        rows = rows.filter(group_id=uuid.UUID(group_ref))
+        ref: Any = Group._meta.pk.get_db_prep_value(uuid.UUID(group_ref), connection)
+        by_id = True
     except ValueError:
-        rows = rows.filter(group__slug=group_ref)
-    try:
-        return rows.get()  # unique (group, name); get(), not first(): no ORDER BY to compile
-    except Collection.DoesNotExist:
+        ref, by_id = group_ref, False
+    row = rawsql.fetch_one(sql.collection_with_group(by_id=by_id), [name, ref])  # unique
+    if row is None:
         return None
+    collection_reader, group_reader = _collection_readers()
+    collection = collection_reader.read(row, 0)
+    assert isinstance(collection, Collection)
+    collection.group = group_reader.read(row, collection_reader.width)  # type: ignore[assignment]  # joined: never None
+    return collection
+
+
+@functools.cache
+def _collection_readers() -> tuple[rawsql.ModelReader[Collection], rawsql.ModelReader[Group]]:
+    return rawsql.ModelReader(Collection), rawsql.ModelReader(Group)
 
 
 def collection_resolve(*, app: App, name: str) -> Collection:

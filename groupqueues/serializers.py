@@ -9,6 +9,7 @@ than coerced, so the API accepts exactly what its OpenAPI schema describes.
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -34,10 +35,18 @@ from groupqueues.models import (
     Message,
 )
 from groupqueues.selectors import QueueStats
-from groupqueues.services import MAX_ACK_BATCH, MAX_BATCH, MAX_CLAIM, ClaimedMessage, NewMessage
+from groupqueues.services import (
+    MAX_ACK_BATCH,
+    MAX_BATCH,
+    MAX_CLAIM,
+    AckBatchResult,
+    ClaimedMessage,
+    NewMessage,
+)
 from groupqueues.services.collections import parse_rate_limit
 from groupqueues.settings_ranges import SETTING_RANGES
 from principals.models import Group
+from queueproject.ids import parse_id
 from queueproject.serializers import (
     StrictBooleanField,
     StrictCharField,
@@ -45,6 +54,7 @@ from queueproject.serializers import (
     StrictIntegerField,
     StrictSerializer,
     StrictUUIDField,
+    api_datetime,
     not_both,
 )
 
@@ -367,7 +377,22 @@ class ClaimedSerializer(serializers.Serializer):
 
     @staticmethod
     def of(messages: list[ClaimedMessage]) -> dict[str, Any]:
-        return ClaimedSerializer({"messages": messages}).data
+        """What ``ClaimedSerializer({"messages": messages}).data`` renders,
+        built directly: the serializer spent more CPU than the claim itself
+        (bench/README.md, issue 21; tests/groupqueues/test_api_fast_bodies.py
+        pins the two equal)."""
+        return {
+            "messages": [
+                {
+                    "id": str(m.id), "payload": m.payload, "priority": m.priority,
+                    "attempt": m.attempt, "max_attempts": m.max_attempts,
+                    "claim_token": str(m.claim_token),
+                    "lease_expires_at": api_datetime(m.lease_expires_at),
+                    "enqueued_at": api_datetime(m.enqueued_at),
+                }
+                for m in messages
+            ]
+        }  # fmt: skip
 
 
 # ------------------------------------------------------ actions of the holder
@@ -389,8 +414,28 @@ class AckSerializer(StrictSerializer):
     )
 
     def validate_acks(self, value: list[Any]) -> list[tuple[Any, Any]]:
+        pairs = plain_pairs(value) if len(value) <= MAX_ACK_BATCH else None
+        if pairs is not None:
+            return pairs
         entries = validate_entries(value, HeldSerializer, field="acks", limit=MAX_ACK_BATCH)
         return [(e["id"], e["claim_token"]) for e in entries]
+
+
+def plain_pairs(entries: list[Any]) -> list[tuple[uuid.UUID, uuid.UUID]] | None:
+    """The (id, claim_token) pairs of ack entries that are each exactly
+    ``{"id": …, "claim_token": …}`` with two valid ids, as ``HeldSerializer``
+    would validate them, without a serializer per entry (ten of them cost more
+    CPU than the ack's statement); None when any entry is not, and the
+    serializers then name what is wrong with which."""
+    pairs = []
+    for entry in entries:
+        if type(entry) is not dict or len(entry) != 2:
+            return None
+        try:
+            pairs.append((parse_id(entry["id"]), parse_id(entry["claim_token"])))
+        except (KeyError, ValueError):
+            return None
+    return pairs
 
 
 class AckResultSerializer(serializers.Serializer):
@@ -405,6 +450,17 @@ class AckResultSerializer(serializers.Serializer):
 class AckedSerializer(serializers.Serializer):
     acked = serializers.IntegerField()
     results = AckResultSerializer(many=True)
+
+    @staticmethod
+    def of(result: AckBatchResult) -> dict[str, Any]:
+        """What ``AckedSerializer(result).data`` renders, built directly (as
+        ``ClaimedSerializer.of``)."""
+        return {
+            "acked": result.acked,
+            "results": [
+                {"id": str(r.id), "acked": r.acked, "reason": r.reason} for r in result.results
+            ],
+        }
 
 
 class NackSerializer(HeldSerializer):

@@ -3,6 +3,10 @@ statement (PostgreSQL). Named parameters; table and column names are Django's
 defaults for ``groupqueues.Message`` (``groupqueues_message``). They run
 through ``queueproject.rawsql.cursor()`` (server-side prepared statements)."""
 
+import functools
+
+from queueproject.rawsql import model_columns
+
 # The PostgreSQL claim: ONE statement (one round trip, autocommit is enough).
 # - ``lapsed``, ``ready_above`` and ``ready`` lock at most n candidates (all
 #   three together) in claim order with FOR UPDATE SKIP LOCKED, from the
@@ -798,4 +802,24 @@ WHERE collection_id = %(collection_id)s AND state = 'claimed' AND lease_expires_
 KEY_ENQUEUE_LOCK_POSTGRES = """
 SELECT pg_advisory_xact_lock(hashtextextended(%(collection_id)s::text || '/' || k, 0))
 FROM unnest(%(keys)s::text[]) AS k ORDER BY k
+"""
+
+
+# The queue collection of a request (``selectors.collection_at``): the
+# collection named ``name`` of the group whose id (``by_id``) or slug is
+# ``ref``, with its group, in one prepared statement; read with
+# ``rawsql.ModelReader`` in this column order. The ORM's select_related query
+# cost more CPU to compile than an enqueue's own statement (bench/README.md,
+# issue 21). Built on first use from the models' columns.
+@functools.cache
+def collection_with_group(*, by_id: bool) -> str:
+    from groupqueues.models import Collection, CollectionKind
+    from principals.models import Group
+
+    match = "g.id" if by_id else "g.slug"
+    return f"""
+SELECT {model_columns(Collection, "c")}, {model_columns(Group, "g")}
+FROM {Collection._meta.db_table} c
+JOIN {Group._meta.db_table} g ON g.id = c.group_id
+WHERE c.name = %s AND c.kind = '{CollectionKind.QUEUE.value}' AND {match} = %s
 """

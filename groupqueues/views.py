@@ -287,7 +287,7 @@ class AckView(APIView):
         _, collection = queue_for(request, Capability.QUEUE_CONSUME, g, q)
         acks = validated(s.AckSerializer, request.data)["acks"]
         result = services.message_ack_batch(collection=collection, acks=acks)
-        return Response(s.AckedSerializer(result).data)
+        return Response(s.AckedSerializer.of(result))
 
 
 @QUEUE_ROUTE

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from principals import sql
 from principals.authz import Principal
-from principals.models import ApiToken, App
+from principals.models import ApiToken, App, Group
 from principals.tokens import hash_secret
+from queueproject import rawsql
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
@@ -53,14 +57,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         return self.authenticate_secret(secret)
 
     def authenticate_secret(self, secret: str) -> tuple[Any, ApiToken]:
-        # get(), not first(): the hash is unique, and first()'s ORDER BY costs
-        # a fifth of this lookup's CPU on every request (its SQL compilation).
-        try:
-            token = ApiToken.objects.select_related("user", "app__group").get(
-                secret_hash=hash_secret(secret)
-            )
-        except ApiToken.DoesNotExist:
-            token = None
+        token = token_with_owner(hash_secret(secret))
         now = timezone.now()
         if token is None or token.revoked or (token.expires_at and token.expires_at <= now):
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
@@ -74,6 +71,38 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         return 'Bearer realm="api"'
+
+
+def token_with_owner(secret_hash: str) -> ApiToken | None:
+    """The token of ``secret_hash`` with its user, or its app and the app's
+    group, as ``select_related("user", "app__group")`` would give them, in one
+    prepared statement: the ORM spent more CPU compiling that query than the
+    rest of an enqueue's authentication (bench/README.md, issue 21)."""
+    row = rawsql.fetch_one(sql.token_with_owner(), [secret_hash])
+    if row is None:
+        return None
+    tokens, users, apps, groups = _readers()
+    token = tokens.read(row, 0)
+    assert token is not None
+    at = tokens.width
+    user = users.read(row, at)
+    at += users.width
+    app = apps.read(row, at)
+    if app is not None:
+        app.group = groups.read(row, at + apps.width)  # type: ignore[assignment]  # an app's group is never NULL
+    token.user, token.app = user, app
+    return token
+
+
+@functools.cache
+def _readers() -> tuple[
+    rawsql.ModelReader[ApiToken], rawsql.ModelReader[Any], rawsql.ModelReader[App],
+    rawsql.ModelReader[Group],
+]:  # fmt: skip
+    return (
+        rawsql.ModelReader(ApiToken), rawsql.ModelReader(get_user_model()),
+        rawsql.ModelReader(App), rawsql.ModelReader(Group),
+    )  # fmt: skip
 
 
 def _touch(token: ApiToken, now: Any) -> None:

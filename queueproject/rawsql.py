@@ -14,10 +14,12 @@ Django's ordinary cursor. Either way Django logs and counts them as usual.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.utils import CursorWrapper
+from django.db.models import Field, JSONField, Model
 
 from queueproject.conf import ProductSettings, product_settings
 
@@ -137,3 +139,73 @@ def _prepared_cursor_class() -> type:
             its connection."""
 
     return PreparedCursor
+
+
+# ------------------------------------------------------------ model rows
+#
+# A hot lookup that reads whole model instances (the request's token with its
+# owner, the request's queue with its group) costs more to compile through the
+# ORM than to run: a ``select_related`` query builds its SQL afresh on every
+# call. These two helpers let such a lookup be one statement of an app's
+# ``sql.py`` and still hand out ordinary model instances.
+
+
+def model_columns(model: type[Model], alias: str) -> str:
+    """The concrete columns of ``model`` as ``alias."column", …``, in the order
+    :class:`ModelReader` reads them."""
+    return ", ".join(f'{alias}."{f.column}"' for f in model._meta.concrete_fields)
+
+
+M = TypeVar("M", bound=Model)
+
+
+class ModelReader(Generic[M]):
+    """Builds ``model`` instances from the columns :func:`model_columns` put in
+    a row, converting each value as the ORM would on this connection (SQLite's
+    UUIDs, datetimes and booleans; JSON read as text). Make one per model and
+    connection and keep it (it looks the conversions up once)."""
+
+    def __init__(self, model: type[M], *, using: str = DEFAULT_DB_ALIAS) -> None:
+        connection = connections[using]
+        fields = model._meta.concrete_fields
+        self.model, self.using = model, using
+        self.names = [field.attname for field in fields]
+        self.width = len(fields)
+        self.pk_index = fields.index(model._meta.pk)
+        chains = [_converters(field, connection) for field in fields]
+        self.converters = [(i, chain) for i, chain in enumerate(chains) if chain]
+
+    def read(self, row: Sequence[Any], start: int) -> M | None:
+        """The instance in ``row[start:start + width]``; None when its primary
+        key is NULL (the far side of a LEFT JOIN that found nothing)."""
+        values = list(row[start : start + self.width])
+        if values[self.pk_index] is None:
+            return None
+        for i, chain in self.converters:
+            value = values[i]
+            if value is not None:
+                for convert in chain:
+                    value = convert(value)
+                values[i] = value
+        return self.model.from_db(self.using, self.names, values)
+
+
+def _converters(field: Field, connection: Any) -> list[Callable[[Any], Any]]:
+    col = field.get_col(field.model._meta.db_table)
+    chain: list[Callable[[Any], Any]] = [
+        functools.partial(_convert, c, col, connection)
+        for c in connection.ops.get_db_converters(col) + field.get_db_converters(connection)
+    ]
+    if isinstance(field, JSONField):
+        # A binary read (the prepared cursor) gives the decoded value already;
+        # JSONField.from_db_value expects the text.
+        chain = [functools.partial(_only_text, convert) for convert in chain]
+    return chain
+
+
+def _convert(converter: Callable[..., Any], col: Any, connection: Any, value: Any) -> Any:
+    return converter(value, col, connection)
+
+
+def _only_text(convert: Callable[[Any], Any], value: Any) -> Any:
+    return convert(value) if isinstance(value, str | bytes) else value

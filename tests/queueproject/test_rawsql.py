@@ -116,3 +116,65 @@ def test_throttle__counts_in_the_database(rf):
         assert [throttle.allow_request(request, None) for _ in range(3)] == [True, True, False]
     assert len(queries) == 2  # the admitted ones; a refusal writes nothing
     assert rawsql.fetch_one("SELECT count FROM principals_ratecounter") == (2,)
+
+
+# --- model rows: one statement, the instances the ORM would give -------------
+
+
+def _same_fields(ours, orms) -> None:
+    assert type(ours) is type(orms)
+    for field in type(orms)._meta.concrete_fields:
+        mine, theirs = getattr(ours, field.attname), getattr(orms, field.attname)
+        assert mine == theirs and type(mine) is type(theirs), field.name
+    assert ours._state.db == orms._state.db and not ours._state.adding
+
+
+def test_model_reader__token_with_its_app_and_group_as_the_orm_reads_them():
+    from datetime import UTC, datetime
+
+    from principals.authentication import token_with_owner
+    from principals.models import ApiToken
+    from principals.tokens import hash_secret
+    from tests.factories import AppFactory, make_token
+
+    app = AppFactory()
+    token, secret = make_token(
+        scopes=["queue:read", "queue:write"], app=app,
+        expires_at=datetime(2099, 1, 2, 3, 4, 5, tzinfo=UTC),
+    )  # fmt: skip
+    ours = token_with_owner(hash_secret(secret))
+    orms = ApiToken.objects.select_related("user", "app__group").get(pk=token.pk)
+    _same_fields(ours, orms)
+    assert ours.scopes == ["queue:read", "queue:write"] and ours.user is None
+    _same_fields(ours.app, orms.app)
+    _same_fields(ours.app.group, orms.app.group)
+    assert token_with_owner(hash_secret(secret + "x")) is None
+
+
+def test_model_reader__token_of_a_user():
+    from principals.authentication import token_with_owner
+    from principals.models import ApiToken
+    from principals.tokens import hash_secret
+    from tests.factories import UserFactory, make_token
+
+    user = UserFactory()
+    token, secret = make_token(scopes=["queue:read"], user=user)
+    ours = token_with_owner(hash_secret(secret))
+    orms = ApiToken.objects.select_related("user").get(pk=token.pk)
+    _same_fields(ours.user, orms.user)
+    assert ours.app is None and ours.user.is_active is True
+
+
+def test_model_reader__queue_with_its_group_by_slug_and_by_id():
+    from groupqueues import selectors, services
+    from groupqueues.models import Collection
+    from tests.factories import GroupFactory
+
+    group = GroupFactory()
+    created = services.collection_create(group=group, name="jobs", max_depth=7)
+    orms = Collection.objects.select_related("group").get(pk=created.pk)
+    for ref in (group.slug, str(group.pk)):
+        ours = selectors.collection_at(group_ref=ref, name="jobs")
+        _same_fields(ours, orms)
+        _same_fields(ours.group, orms.group)
+    assert selectors.collection_at(group_ref=group.slug, name="other") is None
