@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -17,8 +18,8 @@ from tests.factories import GroupFactory
 NOW = datetime(2026, 12, 2, 16, 45, 1, 123456, tzinfo=UTC)
 
 
-def claimed(**overrides) -> ClaimedMessage:
-    fields = {
+def claimed(**overrides: Any) -> ClaimedMessage:
+    fields: dict[str, Any] = {
         "id": uuid.uuid4(), "collection_id": 1, "payload": {"n": [1, "x", None]},
         "priority": -3, "attempt": 2, "max_attempts": 5, "claim_token": uuid.uuid4(),
         "claimed_by": "w", "lease_expires_at": NOW + timedelta(seconds=30),

@@ -3,6 +3,7 @@ prepares them (once per connection, generic plans) through one kept psycopg
 cursor, and with QUEUE_PREPARED_STATEMENTS off it sends plain statements."""
 
 import threading
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -121,7 +122,7 @@ def test_throttle__counts_in_the_database(rf):
 # --- model rows: one statement, the instances the ORM would give -------------
 
 
-def _same_fields(ours, orms) -> None:
+def _same_fields(ours: Any, orms: Any) -> None:
     assert type(ours) is type(orms)
     for field in type(orms)._meta.concrete_fields:
         mine, theirs = getattr(ours, field.attname), getattr(orms, field.attname)
@@ -142,11 +143,12 @@ def test_model_reader__token_with_its_app_and_group_as_the_orm_reads_them():
         scopes=["queue:read", "queue:write"], app=app,
         expires_at=datetime(2099, 1, 2, 3, 4, 5, tzinfo=UTC),
     )  # fmt: skip
-    ours = token_with_owner(hash_secret(secret))
+    ours: Any = token_with_owner(hash_secret(secret))
     orms = ApiToken.objects.select_related("user", "app__group").get(pk=token.pk)
     _same_fields(ours, orms)
     assert ours.scopes == ["queue:read", "queue:write"] and ours.user is None
     _same_fields(ours.app, orms.app)
+    assert orms.app is not None
     _same_fields(ours.app.group, orms.app.group)
     assert token_with_owner(hash_secret(secret + "x")) is None
 
@@ -159,7 +161,7 @@ def test_model_reader__token_of_a_user():
 
     user = UserFactory()
     token, secret = make_token(scopes=["queue:read"], user=user)
-    ours = token_with_owner(hash_secret(secret))
+    ours: Any = token_with_owner(hash_secret(secret))
     orms = ApiToken.objects.select_related("user").get(pk=token.pk)
     _same_fields(ours.user, orms.user)
     assert ours.app is None and ours.user.is_active is True
@@ -174,7 +176,7 @@ def test_model_reader__queue_with_its_group_by_slug_and_by_id():
     created = services.collection_create(group=group, name="jobs", max_depth=7)
     orms = Collection.objects.select_related("group").get(pk=created.pk)
     for ref in (group.slug, str(group.pk)):
-        ours = selectors.collection_at(group_ref=ref, name="jobs")
+        ours: Any = selectors.collection_at(group_ref=ref, name="jobs")
         _same_fields(ours, orms)
         _same_fields(ours.group, orms.group)
     assert selectors.collection_at(group_ref=group.slug, name="other") is None
