@@ -37,7 +37,8 @@ Throttling stays on (its cost is part of every request) at a rate no client
 reaches (``--throttle-rate``): the bench measures the server, not the limit.
 ``--profile FILE`` records the server with py-spy (``pip install py-spy``) during
 the first scenario at the largest client count (FILE.svg: a flame graph;
-FILE.txt: collapsed stacks).
+FILE.txt: collapsed stacks), sampling only threads that hold the GIL: where
+the server's Python spends CPU, not where its threads wait.
 """
 
 from __future__ import annotations
@@ -422,7 +423,7 @@ async def run_all(
                 assert server.process is not None
                 profiler = subprocess.Popen(
                     [str(Path(sys.executable).parent / "py-spy"), "record", "-o", args.profile,
-                     "--pid", str(server.process.pid), "--subprocesses",
+                     "--pid", str(server.process.pid), "--subprocesses", "--gil",
                      "--duration", str(int(args.seconds)),
                      "--format", "raw" if args.profile.endswith(".txt") else "flamegraph"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
