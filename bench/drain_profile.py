@@ -44,7 +44,8 @@ from pathlib import Path
 import psycopg
 
 PG = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
-PYSPY = os.environ.get("PYSPY", "/tmp/perf-tools/bin/py-spy")
+# py-spy: $PYSPY, else beside this interpreter (``pip install py-spy`` into .venv)
+PYSPY = os.environ.get("PYSPY", str(Path(sys.executable).parent / "py-spy"))
 LINE = 36  # the harness's rec.py writes fixed 36-byte lines
 
 SETUP = """
