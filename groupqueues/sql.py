@@ -823,3 +823,27 @@ FROM {Collection._meta.db_table} c
 JOIN {Group._meta.db_table} g ON g.id = c.group_id
 WHERE c.name = %s AND c.kind = '{CollectionKind.QUEUE.value}' AND {match} = %s
 """
+
+
+# The SPEC §4 stats of ONE collection (``selectors.collection_stats``, the
+# API's stats endpoint): the three counts of ``selectors.collections_stats``
+# in one prepared statement, each read from its state's partial index
+# (gq_msg_claimable index-only with its INCLUDE, gq_msg_lease, gq_msg_dead).
+# The ORM's three aggregates cost more CPU to compile than to run
+# (bench/README.md, issue 21). "Pending" is due and not expired, as there.
+STATS_ONE_POSTGRES = """
+SELECT r.ready, r.depth_pending, r.delayed, r.oldest, c.n, d.n
+FROM (
+    SELECT count(*) AS ready,
+           count(*) FILTER (WHERE deliver_after <= %(now)s
+                            AND (expires_at IS NULL OR expires_at > %(now)s)) AS depth_pending,
+           count(*) FILTER (WHERE deliver_after > %(now)s) AS delayed,
+           min(deliver_after) FILTER (WHERE deliver_after <= %(now)s
+                                      AND (expires_at IS NULL OR expires_at > %(now)s)) AS oldest
+    FROM groupqueues_message WHERE collection_id = %(collection_id)s AND state = 'ready'
+) r,
+(SELECT count(*) AS n FROM groupqueues_message
+ WHERE collection_id = %(collection_id)s AND state = 'claimed') c,
+(SELECT count(*) AS n FROM groupqueues_message
+ WHERE collection_id = %(collection_id)s AND state = 'dead') d
+"""
