@@ -63,6 +63,8 @@ def keyed(queue, frozen):
 def test_keys_page__every_key_with_its_head_why_and_how_many_wait(superuser, queue, keyed):
     response = superuser.get(keys_page(queue))
     assert response.status_code == 200
+    crumbs = response.content.decode().split('<div class="breadcrumbs">')[1].split("</div>")[0]
+    assert "/change/" in crumbs and str(queue) in crumbs and "&rsaquo; Ordering keys" in crumbs
     got = rows(response)
     assert list(got) == ["a", "b", "c", "d"]
     assert got["a"][0] == keyed["a"][0] and got["a"][2] == 2

@@ -56,6 +56,8 @@ def test_dead_page__lists_matches_with_excerpts(superuser, queue, frozen):
     assert response.context["total"] == 1
     assert [m.id for m, _, _ in response.context["shown"]] == [ids["failed_old"]]
     assert b"SMTP timeout" in response.content and b"Redrive these 1" in response.content
+    crumbs = response.content.decode().split('<div class="breadcrumbs">')[1].split("</div>")[0]
+    assert "/change/" in crumbs and str(queue) in crumbs and "&rsaquo; Dead messages" in crumbs
 
 
 def test_dead_page__redrive_matching(superuser, queue, frozen):

@@ -53,6 +53,8 @@ def test_page_lists_the_blocked_session_with_its_reason(tree, session):
     text = page.content.decode()
     assert str(session.pk) in text and "auto_run_paused" in text and "first" in text
     assert 'value="resume"' not in text  # a viewer gets no action buttons
+    crumbs = text.split('<div class="breadcrumbs">')[1].split("</div>")[0]
+    assert "/admin/sessionqueues/session/" in crumbs and "&rsaquo; Blocked heads" in crumbs
     changelist = client.get("/admin/sessionqueues/session/").content.decode()
     assert PAGE in changelist
 
